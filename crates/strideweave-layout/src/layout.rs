@@ -1,0 +1,429 @@
+//! `Layout`: a hierarchical shape paired with a stride of the same tree, read as a map from
+//! coordinates (or colexicographic ordinals) to indices.
+
+use crate::error::{fail, Result};
+use crate::int_tuple::IntTuple;
+use crate::node::{as_mode, from_nodes, mode_to_modes, to_nodes, Node};
+use crate::profile::Profile;
+use crate::shape::{Shape, MAX_EXTENT};
+use crate::small::Small;
+use crate::stride::Stride;
+
+/// One leaf of a layout: an extent and its stride.
+pub(crate) type Leaf = (usize, usize);
+
+/// A CuTe-style layout: `index(c) = Σ_leaves c_leaf · stride_leaf`.
+///
+/// Invariants, checked by every constructor: the shape and stride have the same tree, every
+/// extent is ≥ 1, and both the size and the cosize (`1 + Σ stride·(extent−1)`) fit in `i64`,
+/// so evaluating any in-domain coordinate never overflows.
+///
+/// ```
+/// use strideweave_layout::Layout;
+/// let layout: Layout = "(4,(2,3)):(1,(4,8))".parse()?;
+/// assert_eq!(layout.size(), 24);
+/// assert_eq!(layout.cosize(), 1 + 3 + 4 + 16);
+/// assert_eq!(layout.index(&(3, (1, 2)).into())?, 3 + 4 + 16);
+/// assert_eq!(layout.index_of(5)?, layout.index(&(1, (1, 0)).into())?);
+/// # Ok::<(), strideweave_layout::LayoutError>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Layout {
+    shape: Shape,
+    stride: Stride,
+}
+
+impl Layout {
+    /// Pairs `shape` with `stride`; fails unless both have the identical tree and the cosize
+    /// fits in `i64`.
+    pub fn new(shape: Shape, stride: Stride) -> Result<Layout> {
+        if shape.profile() != stride.profile() {
+            fail!("Layout shape {shape} and stride {stride} have different trees");
+        }
+        let layout = Layout { shape, stride };
+        layout.checked_cosize()?;
+        Ok(layout)
+    }
+
+    /// The compact column-major layout of `shape`: strides are the running products of the
+    /// extents, first mode fastest (`(2,3)` gets `(1,2)`, `(3,(2))` gets `(1,(3))`).
+    pub fn column_major(shape: Shape) -> Layout {
+        let mut running = 1usize;
+        let strides: Small<usize, 4> = shape
+            .leaves()
+            .iter()
+            .map(|e| {
+                let s = running;
+                running *= e;
+                s
+            })
+            .collect();
+        // Every stride is a partial product of the extents, which the shape keeps in i64.
+        let stride = Stride::from_parts(shape.profile().clone(), strides)
+            .unwrap_or_else(|_| unreachable!("partial products of a valid shape fit in i64"));
+        Layout { shape, stride }
+    }
+
+    /// A flat layout from parallel lists of extents and strides.
+    pub fn from_flat(extents: &[usize], strides: &[usize]) -> Result<Layout> {
+        if extents.len() != strides.len() {
+            fail!(
+                "Layout needs one stride per extent, got extents {extents:?} and strides {strides:?}"
+            );
+        }
+        Layout::new(Shape::flat(extents)?, Stride::flat(strides)?)
+    }
+
+    /// The rank-0 layout `():()`: size 1, cosize 1.
+    pub fn scalar() -> Layout {
+        Layout::column_major(Shape::scalar())
+    }
+
+    /// Builds a layout whose top-level modes are `modes` (the CuTe `make_layout`): a rank-1
+    /// layout contributes its one mode, any other rank contributes a nested mode.
+    pub fn from_modes(modes: &[Layout]) -> Result<Layout> {
+        let nodes: Vec<Node<Leaf>> = modes.iter().map(|m| as_mode(m.nodes())).collect();
+        Layout::from_nodes(&nodes)
+    }
+
+    pub(crate) fn from_nodes(modes: &[Node<Leaf>]) -> Result<Layout> {
+        let (profile, leaves): (Profile, Small<Leaf, 4>) = from_nodes(modes);
+        let extents = leaves.iter().map(|l| l.0).collect();
+        let strides = leaves.iter().map(|l| l.1).collect();
+        Layout::new(
+            Shape::from_parts(profile.clone(), extents)?,
+            Stride::from_parts(profile, strides)?,
+        )
+    }
+
+    pub(crate) fn nodes(&self) -> Vec<Node<Leaf>> {
+        let leaves: Vec<Leaf> = self.leaf_pairs().collect();
+        to_nodes(self.shape.profile(), &leaves)
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// The stride.
+    pub fn stride(&self) -> &Stride {
+        &self.stride
+    }
+
+    /// The value-free tree structure (shared by shape and stride).
+    pub fn profile(&self) -> &Profile {
+        self.shape.profile()
+    }
+
+    /// The number of top-level modes.
+    pub fn rank(&self) -> usize {
+        self.shape.rank()
+    }
+
+    /// The nesting depth (1 when flat).
+    pub fn depth(&self) -> usize {
+        self.shape.depth()
+    }
+
+    /// The number of coordinates: the product of the extents.
+    pub fn size(&self) -> usize {
+        self.shape.size()
+    }
+
+    /// One more than the largest index: `1 + Σ stride·(extent−1)`; 1 for rank 0.
+    pub fn cosize(&self) -> usize {
+        self.leaf_pairs().map(|(e, s)| s * (e - 1)).sum::<usize>() + 1
+    }
+
+    fn checked_cosize(&self) -> Result<usize> {
+        let mut total = 1usize;
+        for (e, s) in self.leaf_pairs() {
+            total = match s.checked_mul(e - 1).and_then(|span| total.checked_add(span)) {
+                Some(t) if t <= MAX_EXTENT => t,
+                _ => fail!("Layout {self} has a cosize beyond i64::MAX"),
+            };
+        }
+        Ok(total)
+    }
+
+    /// The `(extent, stride)` of every leaf, depth first.
+    pub fn leaf_pairs(&self) -> impl ExactSizeIterator<Item = (usize, usize)> + '_ {
+        self.shape
+            .leaves()
+            .iter()
+            .copied()
+            .zip(self.stride.leaves().iter().copied())
+    }
+
+    /// Top-level mode `k` as a layout of its own.
+    pub fn mode(&self, k: usize) -> Result<Layout> {
+        let spans = self.profile().modes();
+        let Some(span) = spans.get(k) else {
+            fail!("Layout {self} has rank {}, no mode {k}", spans.len());
+        };
+        Ok(Layout {
+            shape: self.shape.sub_shape(span),
+            stride: Stride::from_parts(
+                self.profile().sub_profile(span),
+                Small::from_slice(&self.stride.leaves()[span.leaves.clone()]),
+            )?,
+        })
+    }
+
+    /// Every top-level mode as a layout of its own.
+    pub fn modes(&self) -> Vec<Layout> {
+        self.nodes()
+            .into_iter()
+            .map(|node| {
+                Layout::from_nodes(&mode_to_modes(node))
+                    .unwrap_or_else(|_| unreachable!("a mode of a valid layout is valid"))
+            })
+            .collect()
+    }
+
+    /// The index of `coord`, where an integer may stand for any subtree (semantics-core.md
+    /// §2). Fails when the coordinate is outside the domain.
+    pub fn index(&self, coord: &IntTuple) -> Result<usize> {
+        let mut leaf_coords = Small::<usize, 8>::new();
+        self.shape.leaf_coordinates(coord, &mut leaf_coords)?;
+        Ok(leaf_coords
+            .iter()
+            .zip(self.stride.leaves())
+            .map(|(c, s)| c * s)
+            .sum())
+    }
+
+    /// The index of the colexicographic `ordinal`. Fails when `ordinal >= size()`.
+    #[inline]
+    pub fn index_of(&self, ordinal: usize) -> Result<usize> {
+        if ordinal >= self.size() {
+            fail!("ordinal {ordinal} is out of range for Layout {self} of size {}", self.size());
+        }
+        let mut rest = ordinal;
+        let mut index = 0;
+        for (e, s) in self.leaf_pairs() {
+            index += (rest % e) * s;
+            rest /= e;
+        }
+        Ok(index)
+    }
+
+    /// The index of a coordinate given as one integer per leaf (depth first): the fast path
+    /// of element access. Fails on a wrong count or an out-of-range entry.
+    #[inline]
+    pub fn index_of_leaves(&self, coords: &[usize]) -> Result<usize> {
+        let extents = self.shape.leaves();
+        let strides = self.stride.leaves();
+        if coords.len() != extents.len() {
+            fail!(
+                "Layout {self} has {} leaves, got {} leaf coordinates",
+                extents.len(),
+                coords.len()
+            );
+        }
+        let mut index = 0;
+        for ((&c, &e), &s) in coords.iter().zip(extents).zip(strides) {
+            if c >= e {
+                fail!("leaf coordinate {c} is out of range [0, {e}) for Layout {self}");
+            }
+            index += c * s;
+        }
+        Ok(index)
+    }
+
+    /// Joins the top-level modes of `self` and `other` (`a + b`).
+    pub fn concat(&self, other: &Layout) -> Result<Layout> {
+        let mut nodes = self.nodes();
+        nodes.extend(other.nodes());
+        Layout::from_nodes(&nodes)
+    }
+
+    /// Appends `other` as one more mode: a rank-1 leaf is concatenated, anything else is
+    /// nested as a single mode.
+    pub fn append(&self, other: &Layout) -> Result<Layout> {
+        let mut nodes = self.nodes();
+        nodes.push(as_mode(other.nodes()));
+        Layout::from_nodes(&nodes)
+    }
+
+    /// Reorders the top-level modes: `order[j]` is the source mode placed at position `j`;
+    /// nested modes move whole. Fails unless `order` is a permutation of `0..rank`.
+    pub fn permute(&self, order: &[usize]) -> Result<Layout> {
+        let nodes = self.nodes();
+        if order.len() != nodes.len() {
+            fail!(
+                "permute of Layout {self} needs {} positions, got {order:?}",
+                nodes.len()
+            );
+        }
+        let mut seen = vec![false; nodes.len()];
+        for &k in order {
+            if k >= nodes.len() {
+                fail!("permute order {order:?} names mode {k} of a rank-{} Layout", nodes.len());
+            }
+            if std::mem::replace(&mut seen[k], true) {
+                fail!("permute order {order:?} repeats mode {k}");
+            }
+        }
+        let permuted: Vec<Node<Leaf>> = order.iter().map(|&k| nodes[k].clone()).collect();
+        Layout::from_nodes(&permuted)
+    }
+
+    /// Widens extent-1 leaves to the extents of `target`, with stride 0; equal extents keep
+    /// their stride. The trees must be identical: this never aligns ranks, inserts, reorders
+    /// or flattens modes.
+    pub fn broadcast_to(&self, target: &Shape) -> Result<Layout> {
+        if self.profile() != target.profile() {
+            fail!(
+                "broadcast_to needs the same tree: Layout {self} cannot broadcast to Shape {target}"
+            );
+        }
+        let mut strides = Small::<usize, 4>::new();
+        for ((e, s), &t) in self.leaf_pairs().zip(target.leaves()) {
+            if e == t {
+                strides.push(s);
+            } else if e == 1 {
+                strides.push(0);
+            } else {
+                fail!("broadcast_to: extent {e} of Layout {self} cannot become {t} of Shape {target}");
+            }
+        }
+        Layout::new(
+            target.clone(),
+            Stride::from_parts(target.profile().clone(), strides)?,
+        )
+    }
+
+    /// How many coordinates map to each index when this layout covers `target`'s size
+    /// uniformly, computed from the leaves alone (semantics-core.md §2); `None` when it does
+    /// not. Stride-0 leaves multiply the count; the positive-stride leaves sorted by stride
+    /// must tile `0..target.size()` exactly.
+    pub fn uniform_preimage_extent(&self, target: &Shape) -> Option<usize> {
+        let mut multiplicity = 1usize;
+        let mut leaves: Vec<Leaf> = Vec::new();
+        for (e, s) in self.leaf_pairs() {
+            if e == 1 {
+                continue;
+            }
+            if s == 0 {
+                multiplicity *= e;
+            } else {
+                leaves.push((e, s));
+            }
+        }
+        leaves.sort_by_key(|&(e, s)| (s, e));
+        let mut covered = 1usize;
+        for (e, s) in leaves {
+            if s != covered {
+                return None;
+            }
+            covered *= e;
+        }
+        (covered == target.size()).then_some(multiplicity)
+    }
+
+    /// Whether distinct coordinates always give distinct indices (exact).
+    ///
+    /// Follows semantics-core.md §2: false when size > cosize; sorted non-singleton leaves
+    /// decide when a stride is 0 or every stride reaches past the span of the smaller ones;
+    /// otherwise the indices are enumerated after separable leaves are set aside.
+    pub fn is_injective(&self) -> bool {
+        if self.size() > self.cosize() {
+            return false;
+        }
+        let mut leaves: Vec<Leaf> = self.leaf_pairs().filter(|l| l.0 > 1).collect();
+        leaves.sort_by_key(|&(e, s)| (s, e));
+        if leaves.first().is_some_and(|l| l.1 == 0) {
+            return false;
+        }
+        let mut span = 1usize;
+        let mut nested = true;
+        for &(e, s) in &leaves {
+            if s < span {
+                nested = false;
+                break;
+            }
+            span += s * (e - 1);
+        }
+        nested || enumerate_injective(leaves)
+    }
+
+    /// The layout with leaves of extent 1 removed and contiguous neighbours merged
+    /// (`d1 == s0·d0`); `1:0` when nothing remains. It computes the same function of the
+    /// ordinal.
+    pub fn coalesce(&self) -> Layout {
+        let merged = coalesce_leaves(self.leaf_pairs());
+        let merged = if merged.is_empty() {
+            vec![(1, 0)]
+        } else {
+            merged
+        };
+        let nodes: Vec<Node<Leaf>> = merged.into_iter().map(Node::Leaf).collect();
+        Layout::from_nodes(&nodes)
+            .unwrap_or_else(|_| unreachable!("coalescing keeps size and cosize"))
+    }
+
+    /// The layout with stride-0 and extent-1 leaves removed, coalesced (CuTe `filter`): it
+    /// reaches exactly the same indices, each once per remaining coordinate.
+    pub fn filter(&self) -> Layout {
+        let kept = self.leaf_pairs().map(|(e, s)| if s == 0 { (1, 0) } else { (e, s) });
+        let merged = coalesce_leaves(kept);
+        let merged = if merged.is_empty() {
+            vec![(1, 0)]
+        } else {
+            merged
+        };
+        let nodes: Vec<Node<Leaf>> = merged.into_iter().map(Node::Leaf).collect();
+        Layout::from_nodes(&nodes).unwrap_or_else(|_| unreachable!("filtering shrinks a layout"))
+    }
+}
+
+/// Drops extent-1 leaves and merges `(e0,s0),(e1,s1)` into `(e0·e1, s0)` when `s1 == e0·s0`.
+pub(crate) fn coalesce_leaves(leaves: impl Iterator<Item = Leaf>) -> Vec<Leaf> {
+    let mut out: Vec<Leaf> = Vec::new();
+    for (e, s) in leaves {
+        if e == 1 {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if last.0 * last.1 == s => last.0 *= e,
+            _ => out.push((e, s)),
+        }
+    }
+    out
+}
+
+/// Exact injectivity by enumeration, after removing leaves that cannot collide with the
+/// others: the largest-stride leaf when its stride exceeds the span of the rest, and the
+/// smallest-stride leaf `(e,s)` when every other stride is a multiple of `e·s`.
+fn enumerate_injective(mut leaves: Vec<Leaf>) -> bool {
+    loop {
+        let n = leaves.len();
+        if n <= 1 {
+            return true;
+        }
+        let rest_span: usize = leaves[..n - 1].iter().map(|&(e, s)| s * (e - 1)).sum();
+        if leaves[n - 1].1 > rest_span {
+            leaves.pop();
+            continue;
+        }
+        let (e0, s0) = leaves[0];
+        if leaves[1..].iter().all(|&(_, s)| s % (e0 * s0) == 0) {
+            leaves.remove(0);
+            continue;
+        }
+        break;
+    }
+    let mut indices: Vec<usize> = vec![0];
+    for (e, s) in leaves {
+        let previous = indices.len();
+        for c in 1..e {
+            for k in 0..previous {
+                indices.push(indices[k] + c * s);
+            }
+        }
+    }
+    indices.sort_unstable();
+    indices.windows(2).all(|w| w[0] != w[1])
+}

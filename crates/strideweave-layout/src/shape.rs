@@ -1,0 +1,284 @@
+//! `Shape`: a hierarchical tuple of extents with colexicographic coordinates.
+
+use std::fmt;
+
+use crate::error::{fail, Result};
+use crate::int_tuple::IntTuple;
+use crate::node::{from_nodes, to_nodes, Node};
+use crate::profile::{Profile, Span};
+use crate::small::Small;
+
+/// Largest size or index any layout may reach, so that every product stays in `i64`.
+pub(crate) const MAX_EXTENT: usize = i64::MAX as usize;
+
+/// A hierarchical tuple of extents (each ≥ 1) whose size fits in `i64`.
+///
+/// Coordinates are colexicographic (first mode fastest): [`Shape::encode`] turns a
+/// coordinate into an ordinal `c0 + s0*(c1 + s1*(…))` and [`Shape::decode`] turns it back.
+///
+/// ```
+/// use strideweave_layout::Shape;
+/// let shape = Shape::new((5, (20, 4)))?;
+/// assert_eq!(shape.size(), 400);
+/// // An integer may stand for a whole subtree: 42 is the ordinal (2,2) of (20,4).
+/// assert_eq!(shape.encode(&(4, 42).into())?, 214);
+/// assert_eq!(shape.encode(&(4, (2, 2)).into())?, 214);
+/// # Ok::<(), strideweave_layout::LayoutError>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Shape {
+    profile: Profile,
+    extents: Small<usize, 4>,
+}
+
+impl Shape {
+    /// Builds a shape from its written form: an integer `n` is the rank-1 shape `(n)`, a
+    /// tuple gives its hierarchy, `()` the rank-0 shape of size 1.
+    ///
+    /// Fails when an extent is below 1 or the size exceeds `i64::MAX`.
+    pub fn new(written: impl Into<IntTuple>) -> Result<Shape> {
+        let modes = match written.into() {
+            IntTuple::Int(n) => vec![Node::Leaf(n)],
+            IntTuple::Tuple(items) => items.iter().map(node_from_tuple).collect(),
+        };
+        let mut leaves = Vec::new();
+        modes.iter().for_each(|m| m.leaves(&mut leaves));
+        if let Some(bad) = leaves.iter().find(|e| **e < 1) {
+            fail!("Shape extents must be >= 1, got {bad}");
+        }
+        let modes: Vec<Node<usize>> = modes
+            .iter()
+            .map(|m| m.map(&mut |e| e as usize))
+            .collect();
+        Shape::from_nodes(&modes)
+    }
+
+    /// A flat shape with the given extents (each ≥ 1).
+    pub fn flat(extents: &[usize]) -> Result<Shape> {
+        Shape::from_parts(Profile::flat(extents.len()), Small::from_slice(extents))
+    }
+
+    /// The rank-0 shape: no modes, size 1.
+    pub fn scalar() -> Shape {
+        Shape {
+            profile: Profile::default(),
+            extents: Small::new(),
+        }
+    }
+
+    pub(crate) fn from_nodes(modes: &[Node<usize>]) -> Result<Shape> {
+        let (profile, extents) = from_nodes(modes);
+        Shape::from_parts(profile, extents)
+    }
+
+    pub(crate) fn from_parts(profile: Profile, extents: Small<usize, 4>) -> Result<Shape> {
+        let mut size = 1usize;
+        for &extent in extents.iter() {
+            if extent < 1 {
+                fail!("Shape extents must be >= 1, got {extent}");
+            }
+            size = match size.checked_mul(extent) {
+                Some(s) if s <= MAX_EXTENT => s,
+                _ => fail!("Shape size overflows i64: extents {:?}", &*extents),
+            };
+        }
+        Ok(Shape { profile, extents })
+    }
+
+    pub(crate) fn nodes(&self) -> Vec<Node<usize>> {
+        to_nodes(&self.profile, &self.extents)
+    }
+
+    /// The product of all extents.
+    pub fn size(&self) -> usize {
+        self.extents.iter().product()
+    }
+
+    /// The number of top-level modes.
+    pub fn rank(&self) -> usize {
+        self.profile.rank()
+    }
+
+    /// The nesting depth (1 when flat).
+    pub fn depth(&self) -> usize {
+        self.profile.depth()
+    }
+
+    /// The value-free tree structure.
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    /// The extents of the leaves, depth first (which is colexicographic order).
+    pub fn leaves(&self) -> &[usize] {
+        &self.extents
+    }
+
+    /// Top-level mode `k` as a shape of its own (a leaf becomes a rank-1 shape, a tuple
+    /// yields its children as modes).
+    pub fn mode(&self, k: usize) -> Result<Shape> {
+        let modes = self.profile.modes();
+        let Some(span) = modes.get(k) else {
+            fail!("Shape {self} has rank {}, no mode {k}", modes.len());
+        };
+        Ok(self.sub_shape(span))
+    }
+
+    pub(crate) fn sub_shape(&self, span: &Span) -> Shape {
+        Shape {
+            profile: self.profile.sub_profile(span),
+            extents: Small::from_slice(&self.extents[span.leaves.clone()]),
+        }
+    }
+
+    /// The written form of this shape.
+    pub fn to_int_tuple(&self) -> IntTuple {
+        IntTuple::Tuple(self.nodes().iter().map(node_to_tuple).collect())
+    }
+
+    /// The colexicographic ordinal of `coord`, where an integer may stand for any subtree.
+    ///
+    /// Fails when a coordinate is negative or out of range, or its nesting does not fit.
+    /// The rank-0 shape accepts `0` and `()`.
+    pub fn encode(&self, coord: &IntTuple) -> Result<usize> {
+        let mut leaf_coords = Small::<usize, 4>::new();
+        self.leaf_coordinates(coord, &mut leaf_coords)?;
+        let mut ordinal = 0;
+        let mut scale = 1;
+        for (c, e) in leaf_coords.iter().zip(self.extents.iter()) {
+            ordinal += c * scale;
+            scale *= e;
+        }
+        Ok(ordinal)
+    }
+
+    /// The full coordinate of `ordinal` (every leaf an integer).
+    pub fn decode(&self, ordinal: usize) -> Result<IntTuple> {
+        if ordinal >= self.size() {
+            fail!("ordinal {ordinal} is out of range for Shape {self} of size {}", self.size());
+        }
+        let mut rest = ordinal;
+        let coords: Vec<usize> = self
+            .extents
+            .iter()
+            .map(|e| {
+                let c = rest % e;
+                rest /= e;
+                c
+            })
+            .collect();
+        let nodes = to_nodes(&self.profile, &coords);
+        Ok(IntTuple::Tuple(nodes.iter().map(node_to_tuple).collect()))
+    }
+
+    /// Resolves `coord` into one coordinate per leaf, validating it against this shape.
+    pub(crate) fn leaf_coordinates<const N: usize>(
+        &self,
+        coord: &IntTuple,
+        out: &mut Small<usize, N>,
+    ) -> Result<()> {
+        let top = Span {
+            tokens: 0..self.profile.tokens().len(),
+            leaves: 0..self.extents.len(),
+        };
+        self.resolve(coord, &top, true, out)
+    }
+
+    fn resolve<const N: usize>(
+        &self,
+        coord: &IntTuple,
+        span: &Span,
+        top: bool,
+        out: &mut Small<usize, N>,
+    ) -> Result<()> {
+        match coord {
+            IntTuple::Int(value) => {
+                let extents = &self.extents[span.leaves.clone()];
+                let size: usize = extents.iter().product();
+                if *value < 0 || *value as u64 >= size as u64 {
+                    fail!(
+                        "coordinate {value} is out of range [0, {size}) for {} of Shape {self}",
+                        describe(self, span, top)
+                    );
+                }
+                let mut rest = *value as usize;
+                for e in extents {
+                    out.push(rest % e);
+                    rest /= e;
+                }
+                Ok(())
+            }
+            IntTuple::Tuple(items) => {
+                if !top && span.is_leaf(&self.profile) {
+                    fail!(
+                        "coordinate {coord} has more nesting than {} of Shape {self}",
+                        describe(self, span, top)
+                    );
+                }
+                let inner = if top {
+                    span.tokens.clone()
+                } else {
+                    span.tokens.start + 1..span.tokens.end - 1
+                };
+                let children = self.profile.children(inner, span.leaves.start);
+                if children.len() != items.len() {
+                    fail!(
+                        "coordinate {coord} has {} entries but {} of Shape {self} has {} modes",
+                        items.len(),
+                        describe(self, span, top),
+                        children.len()
+                    );
+                }
+                for (item, child) in items.iter().zip(children.iter()) {
+                    self.resolve(item, child, false, out)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn describe(shape: &Shape, span: &Span, top: bool) -> String {
+    if top {
+        "the whole".to_string()
+    } else {
+        format!("the mode {}", shape.sub_shape(span).mode_text())
+    }
+}
+
+impl Shape {
+    /// The text of this shape when it stands as one mode (a leaf prints bare).
+    fn mode_text(&self) -> String {
+        if self.rank() == 1 && self.profile.is_flat() {
+            self.extents[0].to_string()
+        } else {
+            self.to_string()
+        }
+    }
+}
+
+pub(crate) fn node_from_tuple(item: &IntTuple) -> Node<i64> {
+    match item {
+        IntTuple::Int(value) => Node::Leaf(*value),
+        IntTuple::Tuple(items) => Node::Tuple(items.iter().map(node_from_tuple).collect()),
+    }
+}
+
+pub(crate) fn node_to_tuple(node: &Node<usize>) -> IntTuple {
+    match node {
+        Node::Leaf(value) => IntTuple::from(*value),
+        Node::Tuple(children) => IntTuple::Tuple(children.iter().map(node_to_tuple).collect()),
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        crate::notation::write_tree(f, &self.profile, &self.extents)
+    }
+}
+
+impl fmt::Debug for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Shape({self})")
+    }
+}

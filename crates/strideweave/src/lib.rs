@@ -1,0 +1,12 @@
+//! StrideWeave: a tensor runtime whose tensors are `(carrier, offset, layout, dtype)`.
+//!
+//! Layouts are CuTe-style hierarchical shape/stride maps (re-exported from
+//! [`strideweave_layout`]); carriers are the places a tensor's slots live and the authorities
+//! that execute operations on them. This crate is built up issue by issue; at this stage it
+//! provides the error model and the layout algebra.
+
+pub mod error;
+
+pub use error::{Error, ErrorKind, Result, UnsupportedOperationPlan};
+pub use strideweave_layout as layout;
+pub use strideweave_layout::{IntTuple, Layout, LayoutError, Shape, Stride};
