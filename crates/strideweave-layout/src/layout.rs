@@ -1,7 +1,7 @@
 //! `Layout`: a hierarchical shape paired with a stride of the same tree, read as a map from
 //! coordinates (or colexicographic ordinals) to indices.
 
-use crate::error::{fail, Result};
+use crate::error::{fail, LayoutError, Result};
 use crate::int_tuple::IntTuple;
 use crate::node::{as_mode, from_nodes, mode_to_modes, to_nodes, Node};
 use crate::profile::Profile;
@@ -31,6 +31,8 @@ pub(crate) type Leaf = (usize, usize);
 pub struct Layout {
     shape: Shape,
     stride: Stride,
+    /// `(extent, stride)` per leaf, side by side for the evaluation loops.
+    leaves: Small<Leaf, 4>,
 }
 
 impl Layout {
@@ -40,7 +42,7 @@ impl Layout {
         if shape.profile() != stride.profile() {
             fail!("Layout shape {shape} and stride {stride} have different trees");
         }
-        let layout = Layout { shape, stride };
+        let layout = Layout::assemble(shape, stride);
         layout.checked_cosize()?;
         Ok(layout)
     }
@@ -61,7 +63,22 @@ impl Layout {
         // Every stride is a partial product of the extents, which the shape keeps in i64.
         let stride = Stride::from_parts(shape.profile().clone(), strides)
             .unwrap_or_else(|_| unreachable!("partial products of a valid shape fit in i64"));
-        Layout { shape, stride }
+        Layout::assemble(shape, stride)
+    }
+
+    /// Pairs a shape and a stride already known to share a tree and fit in `i64`.
+    fn assemble(shape: Shape, stride: Stride) -> Layout {
+        let leaves = shape
+            .leaves()
+            .iter()
+            .copied()
+            .zip(stride.leaves().iter().copied())
+            .collect();
+        Layout {
+            shape,
+            stride,
+            leaves,
+        }
     }
 
     /// A flat layout from parallel lists of extents and strides.
@@ -102,11 +119,13 @@ impl Layout {
     }
 
     /// The shape.
+    #[inline]
     pub fn shape(&self) -> &Shape {
         &self.shape
     }
 
     /// The stride.
+    #[inline]
     pub fn stride(&self) -> &Stride {
         &self.stride
     }
@@ -127,11 +146,13 @@ impl Layout {
     }
 
     /// The number of coordinates: the product of the extents.
+    #[inline]
     pub fn size(&self) -> usize {
         self.shape.size()
     }
 
     /// One more than the largest index: `1 + Σ stride·(extent−1)`; 1 for rank 0.
+    #[inline]
     pub fn cosize(&self) -> usize {
         self.leaf_pairs().map(|(e, s)| s * (e - 1)).sum::<usize>() + 1
     }
@@ -139,7 +160,10 @@ impl Layout {
     fn checked_cosize(&self) -> Result<usize> {
         let mut total = 1usize;
         for (e, s) in self.leaf_pairs() {
-            total = match s.checked_mul(e - 1).and_then(|span| total.checked_add(span)) {
+            total = match s
+                .checked_mul(e - 1)
+                .and_then(|span| total.checked_add(span))
+            {
                 Some(t) if t <= MAX_EXTENT => t,
                 _ => fail!("Layout {self} has a cosize beyond i64::MAX"),
             };
@@ -148,12 +172,9 @@ impl Layout {
     }
 
     /// The `(extent, stride)` of every leaf, depth first.
+    #[inline]
     pub fn leaf_pairs(&self) -> impl ExactSizeIterator<Item = (usize, usize)> + '_ {
-        self.shape
-            .leaves()
-            .iter()
-            .copied()
-            .zip(self.stride.leaves().iter().copied())
+        self.leaves.iter().copied()
     }
 
     /// Top-level mode `k` as a layout of its own.
@@ -162,13 +183,13 @@ impl Layout {
         let Some(span) = spans.get(k) else {
             fail!("Layout {self} has rank {}, no mode {k}", spans.len());
         };
-        Ok(Layout {
-            shape: self.shape.sub_shape(span),
-            stride: Stride::from_parts(
+        Ok(Layout::assemble(
+            self.shape.sub_shape(span),
+            Stride::from_parts(
                 self.profile().sub_profile(span),
                 Small::from_slice(&self.stride.leaves()[span.leaves.clone()]),
             )?,
-        })
+        ))
     }
 
     /// Every top-level mode as a layout of its own.
@@ -197,39 +218,74 @@ impl Layout {
     /// The index of the colexicographic `ordinal`. Fails when `ordinal >= size()`.
     #[inline]
     pub fn index_of(&self, ordinal: usize) -> Result<usize> {
-        if ordinal >= self.size() {
-            fail!("ordinal {ordinal} is out of range for Layout {self} of size {}", self.size());
-        }
         let mut rest = ordinal;
-        let mut index = 0;
-        for (e, s) in self.leaf_pairs() {
-            index += (rest % e) * s;
+        let mut index = 0usize;
+        for &(e, s) in self.leaves.iter() {
+            index = index.wrapping_add((rest % e).wrapping_mul(s));
             rest /= e;
         }
-        Ok(index)
+        // What is left after dividing by every extent is `ordinal / size`.
+        if rest == 0 {
+            Ok(index)
+        } else {
+            Err(self.ordinal_error(ordinal))
+        }
     }
 
     /// The index of a coordinate given as one integer per leaf (depth first): the fast path
     /// of element access. Fails on a wrong count or an out-of-range entry.
     #[inline]
     pub fn index_of_leaves(&self, coords: &[usize]) -> Result<usize> {
-        let extents = self.shape.leaves();
-        let strides = self.stride.leaves();
-        if coords.len() != extents.len() {
-            fail!(
-                "Layout {self} has {} leaves, got {} leaf coordinates",
-                extents.len(),
-                coords.len()
-            );
-        }
-        let mut index = 0;
-        for ((&c, &e), &s) in coords.iter().zip(extents).zip(strides) {
-            if c >= e {
-                fail!("leaf coordinate {c} is out of range [0, {e}) for Layout {self}");
+        let leaves: &[Leaf] = &self.leaves;
+        let checked = match coords.len() {
+            n if n != leaves.len() => return Err(self.leaf_count_error(coords)),
+            1 => dot::<1>(coords, leaves),
+            2 => dot::<2>(coords, leaves),
+            3 => dot::<3>(coords, leaves),
+            4 => dot::<4>(coords, leaves),
+            _ => {
+                let mut index = 0usize;
+                let mut in_range = true;
+                for (&c, &(e, s)) in coords.iter().zip(leaves) {
+                    in_range &= c < e;
+                    index = index.wrapping_add(c.wrapping_mul(s));
+                }
+                in_range.then_some(index)
             }
-            index += c * s;
-        }
-        Ok(index)
+        };
+        checked.ok_or_else(|| self.leaf_range_error(coords))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ordinal_error(&self, ordinal: usize) -> LayoutError {
+        LayoutError::new(format!(
+            "ordinal {ordinal} is out of range for Layout {self} of size {}",
+            self.size()
+        ))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn leaf_count_error(&self, coords: &[usize]) -> LayoutError {
+        LayoutError::new(format!(
+            "Layout {self} has {} leaves, got {} leaf coordinates",
+            self.shape.leaves().len(),
+            coords.len()
+        ))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn leaf_range_error(&self, coords: &[usize]) -> LayoutError {
+        let (c, e) = coords
+            .iter()
+            .zip(self.shape.leaves())
+            .find(|(c, e)| c >= e)
+            .map_or((0, 0), |(c, e)| (*c, *e));
+        LayoutError::new(format!(
+            "leaf coordinate {c} is out of range [0, {e}) for Layout {self}"
+        ))
     }
 
     /// Joins the top-level modes of `self` and `other` (`a + b`).
@@ -260,7 +316,10 @@ impl Layout {
         let mut seen = vec![false; nodes.len()];
         for &k in order {
             if k >= nodes.len() {
-                fail!("permute order {order:?} names mode {k} of a rank-{} Layout", nodes.len());
+                fail!(
+                    "permute order {order:?} names mode {k} of a rank-{} Layout",
+                    nodes.len()
+                );
             }
             if std::mem::replace(&mut seen[k], true) {
                 fail!("permute order {order:?} repeats mode {k}");
@@ -286,7 +345,9 @@ impl Layout {
             } else if e == 1 {
                 strides.push(0);
             } else {
-                fail!("broadcast_to: extent {e} of Layout {self} cannot become {t} of Shape {target}");
+                fail!(
+                    "broadcast_to: extent {e} of Layout {self} cannot become {t} of Shape {target}"
+                );
             }
         }
         Layout::new(
@@ -367,7 +428,9 @@ impl Layout {
     /// The layout with stride-0 and extent-1 leaves removed, coalesced (CuTe `filter`): it
     /// reaches exactly the same indices, each once per remaining coordinate.
     pub fn filter(&self) -> Layout {
-        let kept = self.leaf_pairs().map(|(e, s)| if s == 0 { (1, 0) } else { (e, s) });
+        let kept = self
+            .leaf_pairs()
+            .map(|(e, s)| if s == 0 { (1, 0) } else { (e, s) });
         let merged = coalesce_leaves(kept);
         let merged = if merged.is_empty() {
             vec![(1, 0)]
@@ -377,6 +440,24 @@ impl Layout {
         let nodes: Vec<Node<Leaf>> = merged.into_iter().map(Node::Leaf).collect();
         Layout::from_nodes(&nodes).unwrap_or_else(|_| unreachable!("filtering shrinks a layout"))
     }
+}
+
+/// `Σ c·s` over exactly `N` leaves, unrolled; `None` when a coordinate is out of range.
+#[inline(always)]
+fn dot<const N: usize>(coords: &[usize], leaves: &[Leaf]) -> Option<usize> {
+    let (Ok(c), Ok(l)) = (
+        <&[usize; N]>::try_from(coords),
+        <&[Leaf; N]>::try_from(leaves),
+    ) else {
+        return None;
+    };
+    let mut index = 0usize;
+    let mut in_range = true;
+    for k in 0..N {
+        in_range &= c[k] < l[k].0;
+        index = index.wrapping_add(c[k].wrapping_mul(l[k].1));
+    }
+    in_range.then_some(index)
 }
 
 /// Drops extent-1 leaves and merges `(e0,s0),(e1,s1)` into `(e0·e1, s0)` when `s1 == e0·s0`.

@@ -15,19 +15,30 @@
 //! # Ok::<(), strideweave_layout::LayoutError>(())
 //! ```
 
+mod complement;
+mod compose;
+mod divide;
 mod error;
+mod index_map;
 mod int_tuple;
+mod inverse;
 mod layout;
 mod node;
 mod notation;
+mod product;
 mod profile;
+mod rearrange;
 mod shape;
 mod small;
 mod stride;
+mod view;
 
 pub use error::{LayoutError, Result};
+pub use index_map::{ComposedMap, Composition, IndexMap};
 pub use int_tuple::IntTuple;
 pub use layout::Layout;
 pub use profile::{Profile, ProfileToken};
+pub use rearrange::{Tree, TreeNode};
 pub use shape::Shape;
 pub use stride::Stride;
+pub use view::SliceKey;

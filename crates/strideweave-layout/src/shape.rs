@@ -46,10 +46,7 @@ impl Shape {
         if let Some(bad) = leaves.iter().find(|e| **e < 1) {
             fail!("Shape extents must be >= 1, got {bad}");
         }
-        let modes: Vec<Node<usize>> = modes
-            .iter()
-            .map(|m| m.map(&mut |e| e as usize))
-            .collect();
+        let modes: Vec<Node<usize>> = modes.iter().map(|m| m.map(&mut |e| e as usize)).collect();
         Shape::from_nodes(&modes)
     }
 
@@ -90,11 +87,13 @@ impl Shape {
     }
 
     /// The product of all extents.
+    #[inline]
     pub fn size(&self) -> usize {
         self.extents.iter().product()
     }
 
     /// The number of top-level modes.
+    #[inline]
     pub fn rank(&self) -> usize {
         self.profile.rank()
     }
@@ -110,6 +109,7 @@ impl Shape {
     }
 
     /// The extents of the leaves, depth first (which is colexicographic order).
+    #[inline]
     pub fn leaves(&self) -> &[usize] {
         &self.extents
     }
@@ -155,7 +155,10 @@ impl Shape {
     /// The full coordinate of `ordinal` (every leaf an integer).
     pub fn decode(&self, ordinal: usize) -> Result<IntTuple> {
         if ordinal >= self.size() {
-            fail!("ordinal {ordinal} is out of range for Shape {self} of size {}", self.size());
+            fail!(
+                "ordinal {ordinal} is out of range for Shape {self} of size {}",
+                self.size()
+            );
         }
         let mut rest = ordinal;
         let coords: Vec<usize> = self

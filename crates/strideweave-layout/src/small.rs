@@ -64,6 +64,7 @@ impl<T: Copy + Default, const N: usize> Default for Small<T, N> {
 
 impl<T: Copy + Default, const N: usize> Deref for Small<T, N> {
     type Target = [T];
+    #[inline]
     fn deref(&self) -> &[T] {
         match self {
             Small::Inline { len, items } => &items[..*len],

@@ -59,6 +59,7 @@ impl Stride {
     }
 
     /// The strides of the leaves, depth first.
+    #[inline]
     pub fn leaves(&self) -> &[usize] {
         &self.values
     }

@@ -213,7 +213,9 @@ mod tests {
 
     #[test]
     fn layout_errors_are_value_errors_with_their_message() {
-        let layout_error = "(4,2):(1".parse::<strideweave_layout::Layout>().unwrap_err();
+        let layout_error = "(4,2):(1"
+            .parse::<strideweave_layout::Layout>()
+            .unwrap_err();
         let error = Error::from(layout_error.clone());
         assert_eq!(error.kind(), ErrorKind::Value);
         assert_eq!(error.to_string(), format!("value error: {layout_error}"));
@@ -221,7 +223,8 @@ mod tests {
 
     #[test]
     fn unsupported_plan_lists_reasons_in_order() {
-        let plan = UnsupportedOperationPlan::new("relu", ["first".to_string(), "second".to_string()]);
+        let plan =
+            UnsupportedOperationPlan::new("relu", ["first".to_string(), "second".to_string()]);
         assert_eq!(plan.operation(), "relu");
         assert_eq!(plan.reasons(), ["first", "second"]);
         let error = Error::UnsupportedOperationPlan(plan);
@@ -233,8 +236,13 @@ mod tests {
 
     #[test]
     fn io_errors_keep_their_context_and_source() {
-        let error = Error::io("opening /nowhere", std::io::Error::from(std::io::ErrorKind::NotFound));
-        assert!(error.to_string().starts_with("I/O error: opening /nowhere: "));
+        let error = Error::io(
+            "opening /nowhere",
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        );
+        assert!(error
+            .to_string()
+            .starts_with("I/O error: opening /nowhere: "));
         assert!(std::error::Error::source(&error).is_some());
     }
 }

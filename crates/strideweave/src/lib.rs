@@ -5,8 +5,15 @@
 //! that execute operations on them. This crate is built up issue by issue; at this stage it
 //! provides the error model and the layout algebra.
 
+pub mod dtype;
 pub mod error;
 
+pub use dtype::{DType, Value};
 pub use error::{Error, ErrorKind, Result, UnsupportedOperationPlan};
 pub use strideweave_layout as layout;
 pub use strideweave_layout::{IntTuple, Layout, LayoutError, Shape, Stride};
+
+/// The README's examples run as doctests, so the front page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,152 @@
+//! `rearrange`: a new hierarchy built from extracted parts of a layout
+//! (semantics-core.md §3).
+
+use crate::error::{fail, Result};
+use crate::layout::{Layout, Leaf};
+use crate::node::Node;
+use crate::profile::ProfileToken;
+
+/// One item of a [`Tree`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TreeNode {
+    /// A leaf: in a selection it extracts a whole subtree; in an output it inserts `1:0`.
+    Leaf,
+    /// A leaf naming source `n` (in an output, it places that source).
+    Id(usize),
+    /// A nested tree.
+    Tree(Tree),
+}
+
+/// A tree of [`TreeNode`]s: the selection and output hierarchies of [`Layout::rearrange`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Tree {
+    items: Vec<TreeNode>,
+}
+
+impl Tree {
+    /// A tree whose top-level items are `items`.
+    pub fn new(items: impl IntoIterator<Item = TreeNode>) -> Tree {
+        Tree {
+            items: items.into_iter().collect(),
+        }
+    }
+
+    /// The top-level items.
+    pub fn items(&self) -> &[TreeNode] {
+        &self.items
+    }
+
+    /// The number of leaves (plain or named).
+    pub fn size(&self) -> usize {
+        self.items
+            .iter()
+            .map(|item| match item {
+                TreeNode::Leaf | TreeNode::Id(_) => 1,
+                TreeNode::Tree(tree) => tree.size(),
+            })
+            .sum()
+    }
+
+    /// The structure with ids erased, as `Leaf`/`Push`/`Pop` tokens.
+    pub fn recipe(&self) -> Vec<ProfileToken> {
+        let mut out = Vec::new();
+        for item in &self.items {
+            match item {
+                TreeNode::Leaf | TreeNode::Id(_) => out.push(ProfileToken::Leaf),
+                TreeNode::Tree(tree) => {
+                    out.push(ProfileToken::Push);
+                    out.extend(tree.recipe());
+                    out.push(ProfileToken::Pop);
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Layout {
+    /// Builds a new hierarchy from parts of `self`.
+    ///
+    /// The `selection` (default: every leaf, depth first) numbers the sources: each of its
+    /// leaves extracts the whole subtree of `self` at that position. In `output`,
+    /// [`TreeNode::Id`] places a source, [`TreeNode::Leaf`] inserts `1:0` and a nested tree
+    /// nests. Fails on a duplicate or out-of-range id, a selection that does not fit `self`,
+    /// or an omitted source of size > 1.
+    ///
+    /// ```
+    /// use strideweave_layout::{Layout, Tree, TreeNode};
+    /// let a: Layout = "(2,3):(1,2)".parse()?;
+    /// let out = Tree::new([TreeNode::Id(1), TreeNode::Leaf, TreeNode::Id(0)]);
+    /// assert_eq!(a.rearrange(&out, None)?.to_string(), "(3,1,2):(2,0,1)");
+    /// # Ok::<(), strideweave_layout::LayoutError>(())
+    /// ```
+    pub fn rearrange(&self, output: &Tree, selection: Option<&Tree>) -> Result<Layout> {
+        let sources: Vec<Node<Leaf>> = match selection {
+            None => self.leaf_pairs().map(Node::Leaf).collect(),
+            Some(selection) => {
+                let mut sources = Vec::new();
+                select(&self.nodes(), selection, self, &mut sources)?;
+                sources
+            }
+        };
+        let mut used = vec![false; sources.len()];
+        let nodes = place(output, &sources, &mut used)?;
+        for (i, source) in sources.iter().enumerate() {
+            let mut leaves = Vec::new();
+            source.leaves(&mut leaves);
+            let size: usize = leaves.iter().map(|l| l.0).product();
+            if !used[i] && size > 1 {
+                fail!("rearrange of Layout {self} omits source {i} of size {size}");
+            }
+        }
+        Layout::from_nodes(&nodes)
+    }
+}
+
+fn select(
+    nodes: &[Node<Leaf>],
+    selection: &Tree,
+    layout: &Layout,
+    sources: &mut Vec<Node<Leaf>>,
+) -> Result<()> {
+    if nodes.len() != selection.items.len() {
+        fail!(
+            "rearrange selection has {} items where Layout {layout} has {} modes at that level",
+            selection.items.len(),
+            nodes.len()
+        );
+    }
+    for (node, item) in nodes.iter().zip(&selection.items) {
+        match (item, node) {
+            (TreeNode::Leaf | TreeNode::Id(_), _) => sources.push(node.clone()),
+            (TreeNode::Tree(sub), Node::Tuple(children)) => select(children, sub, layout, sources)?,
+            (TreeNode::Tree(_), Node::Leaf(_)) => {
+                fail!("rearrange selection nests deeper than Layout {layout}")
+            }
+        }
+    }
+    Ok(())
+}
+
+fn place(output: &Tree, sources: &[Node<Leaf>], used: &mut [bool]) -> Result<Vec<Node<Leaf>>> {
+    output
+        .items
+        .iter()
+        .map(|item| match item {
+            TreeNode::Leaf => Ok(Node::Leaf((1, 0))),
+            TreeNode::Id(i) => {
+                let Some(source) = sources.get(*i) else {
+                    fail!(
+                        "rearrange output names source {i} of only {}",
+                        sources.len()
+                    );
+                };
+                if std::mem::replace(&mut used[*i], true) {
+                    fail!("rearrange output places source {i} twice");
+                }
+                Ok(source.clone())
+            }
+            TreeNode::Tree(sub) => Ok(Node::Tuple(place(sub, sources, used)?)),
+        })
+        .collect()
+}

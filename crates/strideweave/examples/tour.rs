@@ -1,0 +1,119 @@
+//! A guided tour of StrideWeave, printing what each step shows.
+//!
+//! Run it with `cargo run --release --example tour`. It grows with each capability of the
+//! runtime; today it walks through the layout algebra that every tensor is built on.
+
+use strideweave::layout::{IndexMap, Layout, Shape, SliceKey};
+use strideweave::Result;
+
+fn main() -> Result<()> {
+    println!("StrideWeave tour\n================\n");
+    layouts()?;
+    algebra()?;
+    views()?;
+    Ok(())
+}
+
+/// Prints the indices of a rank-2 layout as a grid (rows: mode 0, columns: mode 1).
+fn grid(layout: &Layout) -> Result<()> {
+    let rows = layout.mode(0)?.size();
+    let columns = layout.size() / rows;
+    for i in 0..rows {
+        let cells: Vec<String> = (0..columns)
+            .map(|j| layout.index_of(i + rows * j).map(|x| format!("{x:>3}")))
+            .collect::<std::result::Result<_, _>>()?;
+        println!("    {}", cells.join(" "));
+    }
+    Ok(())
+}
+
+fn layouts() -> Result<()> {
+    println!("1. Layouts map coordinates to indices, first mode fastest.");
+    let column_major = Layout::column_major(Shape::new((4, 3))?);
+    println!(
+        "   column-major {column_major}: size {}, cosize {}",
+        column_major.size(),
+        column_major.cosize()
+    );
+    grid(&column_major)?;
+    let row_major: Layout = "(4,3):(3,1)".parse()?;
+    println!("   row-major {row_major}:");
+    grid(&row_major)?;
+    let nested: Layout = "(4,(2,3)):(1,(4,8))".parse()?;
+    println!(
+        "   nested {nested}: rank {}, depth {}, profile {}",
+        nested.rank(),
+        nested.depth(),
+        nested.profile()
+    );
+    println!(
+        "   index of (3,(1,2)) = {}; an integer may stand for a subtree: (3,5) = {}",
+        nested.index(&(3, (1, 2)).into())?,
+        nested.index(&(3, 5).into())?
+    );
+    let broadcast: Layout = "(4,3):(0,1)".parse()?;
+    println!(
+        "   broadcast {broadcast}: injective {}, each index reached {} times\n",
+        broadcast.is_injective(),
+        broadcast
+            .uniform_preimage_extent(&Shape::new(3)?)
+            .unwrap_or(0)
+    );
+    Ok(())
+}
+
+fn algebra() -> Result<()> {
+    println!("2. The algebra: coalesce, compose, complement, divide, product, inverse.");
+    let scattered: Layout = "(2,(3,2)):(2,(4,12))".parse()?;
+    println!("   coalesce({scattered}) = {}", scattered.coalesce());
+    let outer: Layout = "(6,2):(8,2)".parse()?;
+    let inner: Layout = "(4,3):(3,1)".parse()?;
+    println!("   {outer} o {inner} = {}", outer.compose(&inner)?);
+    let general = "(2,2):(1,3)".parse::<Layout>()?.compose(&"4:1".parse()?)?;
+    let values: Vec<usize> = (0..general.size())
+        .map(|i| general.apply(i))
+        .collect::<std::result::Result<_, _>>()?;
+    println!("   (2,2):(1,3) o 4:1 is no layout; as a map it gives {values:?}");
+    let tile: Layout = "(2,2):(1,6)".parse()?;
+    println!("   complement({tile}, 24) = {}", tile.complement(24)?);
+    let matrix: Layout = "(8,6):(1,8)".parse()?;
+    let tiles = [
+        Layout::column_major(Shape::new(2)?),
+        Layout::column_major(Shape::new(3)?),
+    ];
+    println!(
+        "   zipped_divide({matrix}, [2:1, 3:1]) = {}",
+        matrix.zipped_divide(&tiles)?
+    );
+    let block: Layout = "(2,2):(1,2)".parse()?;
+    let arrangement: Layout = "(3,4):(1,3)".parse()?;
+    let product = block.blocked_product(&arrangement)?;
+    println!("   blocked_product({block}, {arrangement}) = {product}");
+    let transposed: Layout = "(4,2):(2,1)".parse()?;
+    println!(
+        "   right_inverse({transposed}) = {}\n",
+        transposed.right_inverse()
+    );
+    Ok(())
+}
+
+fn views() -> Result<()> {
+    println!("3. Views are layout arithmetic: slicing, reshaping, broadcasting.");
+    let matrix: Layout = "(5,10):(1,5)".parse()?;
+    let (offset, row) = matrix.slice(&[SliceKey::Index(2), SliceKey::stepped(1, 9, 2)])?;
+    println!("   {matrix}[2, 1:9:2] = offset {offset} + {row}");
+    let reshaped = "(2,3):(2,4)"
+        .parse::<Layout>()?
+        .reshape(&Shape::new((3, (2,)))?)?;
+    println!("   (2,3):(2,4) reshaped to (3,(2)) = {reshaped}");
+    let vector: Layout = "2:1".parse()?;
+    println!(
+        "   {vector} broadcast into (3,2) along dim 1 = {}",
+        vector.broadcast_in_dim(&Shape::new((3, 2))?, &[1])?
+    );
+    let malformed = "(4,2):(1".parse::<Layout>();
+    if let Err(error) = malformed {
+        println!("   bad input is an error, never a panic: {error}");
+    }
+    Ok(())
+}
