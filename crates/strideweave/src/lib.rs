@@ -5,13 +5,20 @@
 //! that execute operations on them. This crate is built up issue by issue; at this stage it
 //! provides the error model and the layout algebra.
 
+pub mod carrier;
+pub mod carriers;
 pub mod dtype;
 pub mod error;
+pub mod movement;
+pub mod operation;
+pub mod tensor;
 
+pub use carrier::{Carrier, CarrierClass};
 pub use dtype::{DType, Value};
 pub use error::{Error, ErrorKind, Result, UnsupportedOperationPlan};
 pub use strideweave_layout as layout;
-pub use strideweave_layout::{IntTuple, Layout, LayoutError, Shape, Stride};
+pub use strideweave_layout::{IntTuple, Layout, LayoutError, Shape, SliceKey, Stride};
+pub use tensor::Tensor;
 
 /// The README's examples run as doctests, so the front page cannot drift from the API.
 #[cfg(doctest)]

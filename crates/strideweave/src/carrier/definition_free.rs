@@ -1,0 +1,175 @@
+//! The definition-free authoring path: the storage hooks a shipped or third-party carrier
+//! type implements to become a carrier class of its own (seed: "Definition-free carriers
+//! retain the existing extension path").
+
+use std::any::Any;
+
+use crate::carrier::class::{CarrierClass, ClassKind};
+use crate::dtype::{DType, Value};
+use crate::error::{Error, Result};
+
+/// The storage hooks of a definition-free carrier class.
+///
+/// The implementing type *is* the exact class ([`CarrierClass::of`]). The framework owns the
+/// dtype, mutability, version, release state, ownership and claims, and checks them before
+/// every hook: an index is in range, a value is already normalized to the dtype, a writer is
+/// allowed to write, and [`release`](Self::release) runs at most once. A hook only touches
+/// the type's own storage, which it guards itself (hooks take `&self` and may run on any
+/// thread).
+pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
+    /// The class name used in messages.
+    const NAME: &'static str;
+    /// Independent (owns storage) or dependent (composes other carriers).
+    const KIND: ClassKind = ClassKind::Independent;
+
+    /// Whether this carrier can store `dtype` (by identity). Must not depend on the size,
+    /// mutability, ownership or release state, and stays available after release.
+    fn supports_storage_dtype(&self, dtype: DType) -> bool;
+
+    /// The number of slots (the framework reports 0 once released).
+    fn size(&self) -> usize;
+
+    /// The value at an in-range slot.
+    fn read(&self, index: usize, dtype: DType) -> Result<Value>;
+
+    /// Stores an already normalized value at an in-range slot.
+    fn write(&self, index: usize, value: Value, dtype: DType) -> Result<()>;
+
+    /// Stores every `(slot, value)` pair, all or nothing: the framework has checked every
+    /// slot and normalized every value, so an implementation that cannot fail half way
+    /// keeps scatter atomic. The default writes one by one.
+    fn write_all(&self, writes: &[(usize, Value)], dtype: DType) -> Result<()> {
+        writes
+            .iter()
+            .try_for_each(|&(index, value)| self.write(index, value, dtype))
+    }
+
+    /// Relinquishes the storage; called at most once.
+    fn release(&self) -> Result<()>;
+
+    /// A fresh carrier of this class holding `values` (already normalized to `dtype`).
+    fn new_like(&self, values: &[Value], dtype: DType) -> Result<Self>;
+
+    /// A fresh carrier of this class with `size` slots, zeroed unless `empty` (a class may
+    /// zero anyway).
+    fn allocate_like(&self, size: usize, dtype: DType, empty: bool) -> Result<Self>;
+
+    /// Whether an empty carrier of this class grows when it is a move destination.
+    fn grows_as_destination(&self) -> bool {
+        false
+    }
+
+    /// Sets the number of slots of an empty (or just grown) carrier; only called when
+    /// [`grows_as_destination`](Self::grows_as_destination) is true.
+    fn set_extent(&self, slots: usize, dtype: DType) -> Result<()> {
+        let _ = (slots, dtype);
+        Err(Error::NotImplemented(format!(
+            "{} carriers do not grow as move destinations",
+            Self::NAME
+        )))
+    }
+
+    /// Whether carrier scatter is available; when false it is NotImplemented.
+    fn supports_scatter(&self) -> bool {
+        true
+    }
+
+    /// Class-specific conditions on a scatter source (for example "the source must be a CPU
+    /// tensor"), checked before any write.
+    fn check_scatter_source(
+        &self,
+        source: CarrierClass,
+        source_dtype: DType,
+        dtype: DType,
+    ) -> Result<()> {
+        let _ = (source, source_dtype, dtype);
+        Ok(())
+    }
+}
+
+/// The object-safe face of [`DefinitionFreeCarrier`] that a carrier handle stores.
+pub(crate) trait ErasedCarrier: Send + Sync {
+    fn class(&self) -> CarrierClass;
+    fn supports_storage_dtype(&self, dtype: DType) -> bool;
+    fn size(&self) -> usize;
+    fn read(&self, index: usize, dtype: DType) -> Result<Value>;
+    fn write(&self, index: usize, value: Value, dtype: DType) -> Result<()>;
+    fn write_all(&self, writes: &[(usize, Value)], dtype: DType) -> Result<()>;
+    fn release(&self) -> Result<()>;
+    fn new_like(&self, values: &[Value], dtype: DType) -> Result<Box<dyn ErasedCarrier>>;
+    fn allocate_like(
+        &self,
+        size: usize,
+        dtype: DType,
+        empty: bool,
+    ) -> Result<Box<dyn ErasedCarrier>>;
+    fn grows_as_destination(&self) -> bool;
+    fn set_extent(&self, slots: usize, dtype: DType) -> Result<()>;
+    fn supports_scatter(&self) -> bool;
+    fn check_scatter_source(
+        &self,
+        source: CarrierClass,
+        source_dtype: DType,
+        dtype: DType,
+    ) -> Result<()>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
+    fn class(&self) -> CarrierClass {
+        CarrierClass::of::<T>()
+    }
+    fn supports_storage_dtype(&self, dtype: DType) -> bool {
+        DefinitionFreeCarrier::supports_storage_dtype(self, dtype)
+    }
+    fn size(&self) -> usize {
+        DefinitionFreeCarrier::size(self)
+    }
+    fn read(&self, index: usize, dtype: DType) -> Result<Value> {
+        DefinitionFreeCarrier::read(self, index, dtype)
+    }
+    fn write(&self, index: usize, value: Value, dtype: DType) -> Result<()> {
+        DefinitionFreeCarrier::write(self, index, value, dtype)
+    }
+    fn write_all(&self, writes: &[(usize, Value)], dtype: DType) -> Result<()> {
+        DefinitionFreeCarrier::write_all(self, writes, dtype)
+    }
+    fn release(&self) -> Result<()> {
+        DefinitionFreeCarrier::release(self)
+    }
+    fn new_like(&self, values: &[Value], dtype: DType) -> Result<Box<dyn ErasedCarrier>> {
+        Ok(Box::new(DefinitionFreeCarrier::new_like(
+            self, values, dtype,
+        )?))
+    }
+    fn allocate_like(
+        &self,
+        size: usize,
+        dtype: DType,
+        empty: bool,
+    ) -> Result<Box<dyn ErasedCarrier>> {
+        Ok(Box::new(DefinitionFreeCarrier::allocate_like(
+            self, size, dtype, empty,
+        )?))
+    }
+    fn grows_as_destination(&self) -> bool {
+        DefinitionFreeCarrier::grows_as_destination(self)
+    }
+    fn set_extent(&self, slots: usize, dtype: DType) -> Result<()> {
+        DefinitionFreeCarrier::set_extent(self, slots, dtype)
+    }
+    fn supports_scatter(&self) -> bool {
+        DefinitionFreeCarrier::supports_scatter(self)
+    }
+    fn check_scatter_source(
+        &self,
+        source: CarrierClass,
+        source_dtype: DType,
+        dtype: DType,
+    ) -> Result<()> {
+        DefinitionFreeCarrier::check_scatter_source(self, source, source_dtype, dtype)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,357 @@
+//! `Carrier`: the cheap, clonable handle to one live storage instance.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::carrier::class::CarrierClass;
+use crate::carrier::definition_free::{DefinitionFreeCarrier, ErasedCarrier};
+use crate::carrier::lifecycle::{Lifecycle, OwnershipToken};
+use crate::dtype::{DType, Value};
+use crate::error::{Error, Result};
+
+/// The implementation behind a carrier handle.
+///
+/// Today every carrier is definition-free; the carrier extension adds the definition-backed
+/// body (provider-owned state driven by a sealed `CarrierDefinition`) beside it.
+enum Body {
+    /// A type implementing [`DefinitionFreeCarrier`].
+    DefinitionFree(Box<dyn ErasedCarrier>),
+}
+
+struct Inner {
+    class: CarrierClass,
+    dtype: DType,
+    intrinsically_mutable: bool,
+    version: AtomicU64,
+    lifecycle: Lifecycle,
+    body: Body,
+}
+
+/// A flat run of slots of one dtype, and the authority over the tensors it backs.
+///
+/// Cloning is cheap and shares the carrier. The framework owns its exact class, dtype,
+/// intrinsic mutability, version, release state, ownership and claims (semantics-carriers.md
+/// §1):
+///
+/// 1. the version moves by exactly 1 per successful public write and never on allocation,
+///    construction, release or a failed write;
+/// 2. after [`release`](Carrier::release) (idempotent) access and mutation fail with a
+///    Runtime error, the size is 0, and the dtype, [`supports_storage_dtype`] and the
+///    factories still work;
+/// 3. `is_mutable = intrinsic && (not owned || inside the owner's access on this thread)`,
+///    and every write path obeys it.
+///
+/// [`supports_storage_dtype`]: Carrier::supports_storage_dtype
+#[derive(Clone)]
+pub struct Carrier {
+    inner: Arc<Inner>,
+}
+
+impl Carrier {
+    /// Wraps a definition-free carrier `body` holding `dtype` slots.
+    ///
+    /// Fails with a Value error when the class cannot store `dtype` (categories never can).
+    pub fn new<T: DefinitionFreeCarrier>(body: T, dtype: DType, mutable: bool) -> Result<Carrier> {
+        Carrier::from_body(Box::new(body), dtype, mutable)
+    }
+
+    fn from_body(body: Box<dyn ErasedCarrier>, dtype: DType, mutable: bool) -> Result<Carrier> {
+        let class = body.class();
+        if !body.supports_storage_dtype(dtype) {
+            return Err(Error::Value(format!(
+                "{class} carriers cannot store dtype {dtype}"
+            )));
+        }
+        Ok(Carrier {
+            inner: Arc::new(Inner {
+                class,
+                dtype,
+                intrinsically_mutable: mutable,
+                version: AtomicU64::new(0),
+                lifecycle: Lifecycle::default(),
+                body: Body::DefinitionFree(body),
+            }),
+        })
+    }
+
+    fn body(&self) -> &dyn ErasedCarrier {
+        match &self.inner.body {
+            Body::DefinitionFree(body) => body.as_ref(),
+        }
+    }
+
+    pub(crate) fn lifecycle(&self) -> &Lifecycle {
+        &self.inner.lifecycle
+    }
+
+    /// The exact class.
+    pub fn class(&self) -> CarrierClass {
+        self.inner.class
+    }
+
+    /// The dtype of every slot.
+    pub fn dtype(&self) -> DType {
+        self.inner.dtype
+    }
+
+    /// The number of slots; 0 once released.
+    pub fn size(&self) -> usize {
+        if self.is_released() {
+            0
+        } else {
+            self.body().size()
+        }
+    }
+
+    /// The version: how many successful public writes this carrier has seen.
+    pub fn version(&self) -> u64 {
+        self.inner.version.load(Ordering::Acquire)
+    }
+
+    /// Whether [`release`](Carrier::release) has run.
+    pub fn is_released(&self) -> bool {
+        self.inner.lifecycle.is_released()
+    }
+
+    /// Whether another carrier owns this one.
+    pub fn is_owned(&self) -> bool {
+        self.inner.lifecycle.is_owned()
+    }
+
+    /// Whether the carrier was created mutable (ownership aside).
+    pub fn is_intrinsically_mutable(&self) -> bool {
+        self.inner.intrinsically_mutable
+    }
+
+    /// Whether a write is allowed here and now: intrinsically mutable, and not owned unless
+    /// this thread is inside the owner's access scope.
+    pub fn is_mutable(&self) -> bool {
+        let lifecycle = &self.inner.lifecycle;
+        self.inner.intrinsically_mutable && (!lifecycle.is_owned() || lifecycle.owner_access_here())
+    }
+
+    /// Whether this class can store `dtype` (by identity); independent of state, also after
+    /// release.
+    pub fn supports_storage_dtype(&self, dtype: DType) -> bool {
+        self.body().supports_storage_dtype(dtype)
+    }
+
+    /// Whether `self` and `other` are the same carrier.
+    pub fn same_as(&self, other: &Carrier) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// A process-unique identity of this carrier (for version tokens and diagnostics).
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
+    /// The definition-free implementation as its concrete type, for typed fast paths
+    /// (kernels and bulk moves of that class).
+    pub fn downcast_ref<T: DefinitionFreeCarrier>(&self) -> Option<&T> {
+        self.body().as_any().downcast_ref::<T>()
+    }
+
+    /// Fails unless the carrier is live (reading is allowed).
+    pub(crate) fn check_live(&self, action: &str) -> Result<()> {
+        if self.is_released() {
+            return Err(Error::Runtime(format!(
+                "cannot {action}: the {} carrier is released",
+                self.class()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Fails unless a write is allowed: live, not claimed by a pending move, mutable.
+    pub(crate) fn check_writable(&self, action: &str) -> Result<()> {
+        self.check_live(action)?;
+        if self.inner.lifecycle.is_claimed() {
+            return Err(Error::Runtime(format!(
+                "cannot {action}: the {} carrier is claimed by a pending move",
+                self.class()
+            )));
+        }
+        if !self.inner.intrinsically_mutable {
+            return Err(Error::Runtime(format!(
+                "cannot {action}: the {} carrier is immutable",
+                self.class()
+            )));
+        }
+        if !self.is_mutable() {
+            return Err(Error::Runtime(format!(
+                "cannot {action}: the {} carrier is owned by another carrier",
+                self.class()
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_index(&self, index: usize) -> Result<()> {
+        let size = self.body().size();
+        if index >= size {
+            return Err(Error::Index(format!(
+                "slot {index} is out of range for a {} carrier of size {size}",
+                self.class()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The value at slot `index`. Runtime error once released, Index error out of range.
+    pub fn get(&self, index: usize) -> Result<Value> {
+        self.check_live("read a slot")?;
+        self.check_index(index)?;
+        self.body().read(index, self.inner.dtype)
+    }
+
+    /// Writes `value` (normalized to the dtype) at slot `index` and bumps the version by 1.
+    ///
+    /// Checks, in order: released (Runtime), claimed or not mutable (Runtime), range
+    /// (Index), then normalization (Type or Overflow); the slot is untouched on failure.
+    pub fn set(&self, index: usize, value: Value) -> Result<()> {
+        self.check_writable("write a slot")?;
+        self.check_index(index)?;
+        let value = self.inner.dtype.normalize(value)?;
+        self.body().write(index, value, self.inner.dtype)?;
+        self.bump_version();
+        Ok(())
+    }
+
+    /// Writes many already-checked slots at once (scatter); bumps the version by 1.
+    pub(crate) fn write_all(&self, writes: &[(usize, Value)]) -> Result<()> {
+        self.body().write_all(writes, self.inner.dtype)?;
+        self.bump_version();
+        Ok(())
+    }
+
+    pub(crate) fn bump_version(&self) {
+        self.inner.version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn supports_scatter(&self) -> bool {
+        self.body().supports_scatter()
+    }
+
+    pub(crate) fn check_scatter_source(
+        &self,
+        source: CarrierClass,
+        source_dtype: DType,
+    ) -> Result<()> {
+        self.body()
+            .check_scatter_source(source, source_dtype, self.inner.dtype)
+    }
+
+    pub(crate) fn grows_as_destination(&self) -> bool {
+        self.body().grows_as_destination()
+    }
+
+    pub(crate) fn set_extent(&self, slots: usize) -> Result<()> {
+        self.body().set_extent(slots, self.inner.dtype)
+    }
+
+    /// Releases the storage (idempotent; the version does not move).
+    ///
+    /// Fails when the carrier is owned (outside its owner's access) or claimed by a pending
+    /// move; the owner releases it inside its access scope.
+    pub fn release(&self) -> Result<()> {
+        if self.is_released() {
+            return Ok(());
+        }
+        let lifecycle = &self.inner.lifecycle;
+        if lifecycle.is_claimed() {
+            return Err(Error::Runtime(format!(
+                "cannot release the {} carrier: it is claimed by a pending move",
+                self.class()
+            )));
+        }
+        if lifecycle.is_owned() && !lifecycle.owner_access_here() {
+            return Err(Error::Runtime(format!(
+                "cannot release the {} carrier directly: it is owned by another carrier",
+                self.class()
+            )));
+        }
+        if lifecycle.mark_released() {
+            self.body().release()?;
+        }
+        Ok(())
+    }
+
+    /// Releases a carrier claimed by the caller (a committing move), bypassing the claim
+    /// check the public [`release`](Carrier::release) makes.
+    pub(crate) fn release_claimed(&self) -> Result<()> {
+        if self.inner.lifecycle.mark_released() {
+            self.body().release()?;
+        }
+        Ok(())
+    }
+
+    /// Writes one slot without bumping the version: moves fill a claimed destination and
+    /// commit once. The caller has checked the range and normalized the value.
+    pub(crate) fn write_unversioned(&self, index: usize, value: Value) -> Result<()> {
+        self.body().write(index, value, self.inner.dtype)
+    }
+
+    /// Takes ownership of this carrier on behalf of another (Evictable and its kin).
+    pub fn claim_ownership(&self) -> Result<OwnershipToken> {
+        OwnershipToken::claim(self)
+    }
+
+    fn resolve_dtype(&self, dtype: Option<DType>) -> Result<DType> {
+        let dtype = dtype.unwrap_or(self.inner.dtype);
+        if !self.supports_storage_dtype(dtype) {
+            return Err(Error::Value(format!(
+                "{} carriers cannot store dtype {dtype}",
+                self.class()
+            )));
+        }
+        Ok(dtype)
+    }
+
+    /// A fresh carrier of the same exact class holding `values` (normalized to the dtype,
+    /// which defaults to this carrier's). Works on a released carrier too.
+    pub fn new_like(
+        &self,
+        values: &[Value],
+        mutable: bool,
+        dtype: Option<DType>,
+    ) -> Result<Carrier> {
+        let dtype = self.resolve_dtype(dtype)?;
+        let normalized = values
+            .iter()
+            .map(|v| dtype.normalize(*v))
+            .collect::<Result<Vec<_>>>()?;
+        Carrier::from_body(self.body().new_like(&normalized, dtype)?, dtype, mutable)
+    }
+
+    /// A fresh carrier of the same exact class with `size` slots, zeroed unless `empty`
+    /// (the dtype defaults to this carrier's). Works on a released carrier too.
+    pub fn allocate_like(
+        &self,
+        size: usize,
+        mutable: bool,
+        dtype: Option<DType>,
+        empty: bool,
+    ) -> Result<Carrier> {
+        let dtype = self.resolve_dtype(dtype)?;
+        // The factory returns the implementing type itself, so the exact class is kept.
+        Carrier::from_body(
+            self.body().allocate_like(size, dtype, empty)?,
+            dtype,
+            mutable,
+        )
+    }
+}
+
+impl fmt::Debug for Carrier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Carrier")
+            .field("class", &self.class())
+            .field("dtype", &self.dtype())
+            .field("size", &self.size())
+            .field("version", &self.version())
+            .field("released", &self.is_released())
+            .finish()
+    }
+}

@@ -1,0 +1,21 @@
+//! Carriers: the places a tensor's slots live, and the authorities over those tensors.
+//!
+//! A [`Carrier`] handle holds framework-owned state (exact [`CarrierClass`], dtype,
+//! mutability, version, lifecycle, ownership, claims) around a body that implements the
+//! storage. A definition-free carrier class is any type implementing
+//! [`DefinitionFreeCarrier`]; its capabilities are declared once with
+//! [`register_operation_capabilities`].
+
+mod capability_registry;
+mod class;
+mod definition_free;
+mod handle;
+mod lifecycle;
+mod scatter;
+
+pub use capability_registry::{capabilities_for_carrier_class, register_operation_capabilities};
+pub use class::{CarrierClass, ClassKind};
+pub use definition_free::DefinitionFreeCarrier;
+pub use handle::Carrier;
+pub(crate) use lifecycle::Claim;
+pub use lifecycle::{OwnerAccess, OwnershipToken};

@@ -1,0 +1,64 @@
+//! Carrier scatter (semantics-carriers.md §3): element `i` of a source tensor goes to slot
+//! `destination.offset + mapping_offset + mapping(i)` of the receiving carrier, atomically.
+
+use strideweave_layout::Layout;
+
+use crate::carrier::Carrier;
+use crate::dtype::Value;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+impl Carrier {
+    /// Scatters `source` into this carrier through `mapping`, bumping the version once.
+    ///
+    /// Every check runs before the first write, in this order: scatter unsupported by the
+    /// class (NotImplemented); `destination` backed by another carrier (Value); this carrier
+    /// released, claimed, immutable or owned (Runtime); `source` and `mapping` of different
+    /// shapes (Value); a source the class refuses (Type); a target slot out of range
+    /// (Value); a value the dtype refuses (Type/Overflow). Nothing is written on failure.
+    pub fn scatter(
+        &self,
+        source: &Tensor,
+        destination: &Tensor,
+        mapping: &Layout,
+        mapping_offset: usize,
+    ) -> Result<()> {
+        if !self.supports_scatter() {
+            return Err(Error::NotImplemented(format!(
+                "{} carriers do not support scatter",
+                self.class()
+            )));
+        }
+        if !destination.carrier().same_as(self) {
+            return Err(Error::Value(format!(
+                "scatter destination is backed by another {} carrier, not the receiver",
+                destination.carrier().class()
+            )));
+        }
+        self.check_writable("scatter")?;
+        if source.shape() != mapping.shape() {
+            return Err(Error::Value(format!(
+                "scatter source shape {} differs from the mapping shape {}",
+                source.shape(),
+                mapping.shape()
+            )));
+        }
+        self.check_scatter_source(source.carrier().class(), source.dtype())?;
+        let base = destination.offset().checked_add(mapping_offset);
+        let size = self.size();
+        let mut writes: Vec<(usize, Value)> = Vec::with_capacity(mapping.size());
+        for ordinal in 0..mapping.size() {
+            let slot = base.and_then(|b| b.checked_add(mapping.index_of(ordinal).ok()?));
+            let Some(slot) = slot.filter(|s| *s < size) else {
+                return Err(Error::Value(format!(
+                    "scatter element {ordinal} lands outside the {} carrier of size {size} (offset {} + {mapping_offset}, mapping {mapping})",
+                    self.class(),
+                    destination.offset()
+                )));
+            };
+            let value = source.get(&strideweave_layout::IntTuple::from(ordinal))?;
+            writes.push((slot, self.dtype().normalize(value)?));
+        }
+        self.write_all(&writes)
+    }
+}

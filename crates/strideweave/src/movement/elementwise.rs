@@ -1,0 +1,27 @@
+//! `ElementwiseMoveOperation`: the default route, one value at a time.
+
+use crate::error::Result;
+use crate::movement::{MoveOperation, MoveTarget};
+use crate::tensor::Tensor;
+
+/// Copies the slots the source layout addresses, one [`Value`](crate::Value) at a time,
+/// leaving unaddressed slots of the destination as they were (the default route for every
+/// pair without a bulk route).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ElementwiseMoveOperation;
+
+impl MoveOperation for ElementwiseMoveOperation {
+    fn name(&self) -> &str {
+        "elementwise"
+    }
+
+    fn copy(&self, source: &Tensor, target: &MoveTarget<'_>, _element_count: usize) -> Result<()> {
+        let layout = source.layout();
+        for ordinal in 0..layout.size() {
+            let slot = layout.index_of(ordinal)?;
+            let value = source.carrier().get(source.offset() + slot)?;
+            target.write(slot, value)?;
+        }
+        Ok(())
+    }
+}

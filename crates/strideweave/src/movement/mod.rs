@@ -1,0 +1,16 @@
+//! Movement: copying a tensor to another carrier and releasing the source
+//! (semantics-operations.md §4, semantics-carriers.md §7).
+//!
+//! Routes are chosen by the exact `(source class, destination class)` pair in the
+//! [`registry`]; a pair without a registered [`MoveOperation`] uses
+//! [`ElementwiseMoveOperation`].
+
+mod blocking;
+mod elementwise;
+mod operation;
+pub mod registry;
+
+pub use blocking::move_to;
+pub use elementwise::ElementwiseMoveOperation;
+pub use operation::{MoveOperation, MoveTarget};
+pub use registry::{register_move_operation, registered_move_operation, unregister_move_operation};

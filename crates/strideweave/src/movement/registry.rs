@@ -1,0 +1,60 @@
+//! The exact-class-pair registry of move operations for definition-free carriers.
+//!
+//! Keys are `(source class, destination class)` with no inheritance; a duplicate
+//! registration is a Value error, unregistering a missing pair a Key error.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
+
+use crate::carrier::CarrierClass;
+use crate::error::{Error, Result};
+use crate::movement::MoveOperation;
+
+type Routes = HashMap<(CarrierClass, CarrierClass), Arc<dyn MoveOperation>>;
+
+static ROUTES: LazyLock<RwLock<Routes>> = LazyLock::new(|| RwLock::new(shipped_routes()));
+
+/// The bulk routes StrideWeave ships.
+fn shipped_routes() -> Routes {
+    Routes::new()
+}
+
+/// Registers `operation` as the route from `source` to `destination` (exact classes).
+pub fn register_move_operation(
+    source: CarrierClass,
+    destination: CarrierClass,
+    operation: Arc<dyn MoveOperation>,
+) -> Result<()> {
+    let mut routes = ROUTES.write().unwrap_or_else(PoisonError::into_inner);
+    if let Some(existing) = routes.get(&(source, destination)) {
+        return Err(Error::Value(format!(
+            "a move operation ({}) is already registered from {source} to {destination}",
+            existing.name()
+        )));
+    }
+    routes.insert((source, destination), operation);
+    Ok(())
+}
+
+/// Removes the route from `source` to `destination`; a Key error when there is none.
+pub fn unregister_move_operation(source: CarrierClass, destination: CarrierClass) -> Result<()> {
+    let mut routes = ROUTES.write().unwrap_or_else(PoisonError::into_inner);
+    match routes.remove(&(source, destination)) {
+        Some(_) => Ok(()),
+        None => Err(Error::Key(format!(
+            "no move operation is registered from {source} to {destination}"
+        ))),
+    }
+}
+
+/// The route registered from `source` to `destination`, if any.
+pub fn registered_move_operation(
+    source: CarrierClass,
+    destination: CarrierClass,
+) -> Option<Arc<dyn MoveOperation>> {
+    ROUTES
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&(source, destination))
+        .cloned()
+}

@@ -1,0 +1,7 @@
+//! Tensors: `(carrier, offset, layout, dtype)`, their element access and zero-copy views.
+
+mod access;
+mod representation;
+mod views;
+
+pub use representation::Tensor;

@@ -1,0 +1,144 @@
+//! `Tensor`: one subtensor `(carrier, offset, layout)` with its logical dtype.
+
+use std::fmt;
+use std::sync::Arc;
+
+use strideweave_layout::{Layout, Shape};
+
+use crate::carrier::Carrier;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+struct Inner {
+    carrier: Carrier,
+    offset: usize,
+    layout: Layout,
+    dtype: DType,
+}
+
+/// A tensor: the value at coordinate `c` is `carrier[offset + layout(c)]`
+/// (semantics-core.md §6).
+///
+/// Cloning is cheap and keeps the identity ([`Tensor::same_as`]); views share the carrier and
+/// therefore its version. Construction validates, in order, that the carrier's dtype has a
+/// storage schema and that `offset + layout.cosize() <= carrier.size()`.
+///
+/// ```
+/// use strideweave::carriers::Generic;
+/// use strideweave::{DType, Layout, Tensor, Value};
+/// let carrier = Generic::carrier(&[Value::Float(0.0); 10], DType::FLOAT32, true)?;
+/// let t = Tensor::new(carrier.clone(), 0, "(2,3):(1,4)".parse()?)?;
+/// t.set(&(1, 0).into(), Value::Float(2.5))?;
+/// assert_eq!(carrier.get(1)?, Value::Float(2.5));
+/// assert_eq!(t.version(), 1);
+/// # Ok::<(), strideweave::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Tensor {
+    inner: Arc<Inner>,
+}
+
+impl Tensor {
+    /// The tensor of `layout` over `carrier` starting at slot `offset`.
+    ///
+    /// Fails with a Value error when the carrier's dtype has no storage schema or the slots
+    /// `offset .. offset + cosize` do not fit in the carrier (a released carrier has none).
+    pub fn new(carrier: Carrier, offset: usize, layout: Layout) -> Result<Tensor> {
+        let dtype = carrier.dtype();
+        dtype.storage_schema()?;
+        let cosize = layout.cosize();
+        let size = carrier.size();
+        match offset.checked_add(cosize) {
+            Some(end) if end <= size => {}
+            _ => {
+                return Err(Error::Value(format!(
+                    "Tensor needs slots {offset}..{offset}+{cosize} (layout {layout}) but the {} carrier has {size}",
+                    carrier.class()
+                )))
+            }
+        }
+        Ok(Tensor {
+            inner: Arc::new(Inner {
+                carrier,
+                offset,
+                layout,
+                dtype,
+            }),
+        })
+    }
+
+    /// The compact column-major tensor of `shape` over `carrier` from slot 0.
+    pub fn compact(carrier: Carrier, shape: Shape) -> Result<Tensor> {
+        Tensor::new(carrier, 0, Layout::column_major(shape))
+    }
+
+    /// The carrier holding the slots.
+    pub fn carrier(&self) -> &Carrier {
+        &self.inner.carrier
+    }
+
+    /// The first slot of the tensor in its carrier.
+    pub fn offset(&self) -> usize {
+        self.inner.offset
+    }
+
+    /// The layout from coordinates to slots (relative to the offset).
+    pub fn layout(&self) -> &Layout {
+        &self.inner.layout
+    }
+
+    /// The logical shape.
+    pub fn shape(&self) -> &Shape {
+        self.inner.layout.shape()
+    }
+
+    /// The number of elements.
+    pub fn size(&self) -> usize {
+        self.inner.layout.size()
+    }
+
+    /// The logical dtype.
+    pub fn dtype(&self) -> DType {
+        self.inner.dtype
+    }
+
+    /// The carrier's version (views share it).
+    pub fn version(&self) -> u64 {
+        self.inner.carrier.version()
+    }
+
+    /// The version token: `(carrier id, version)` per distinct carrier, in first-occurrence
+    /// order.
+    pub fn version_token(&self) -> Vec<(usize, u64)> {
+        vec![(self.inner.carrier.id(), self.inner.carrier.version())]
+    }
+
+    /// Whether writes through this tensor are allowed now.
+    pub fn is_mutable(&self) -> bool {
+        self.inner.carrier.is_mutable()
+    }
+
+    /// Whether `self` and `other` are the same tensor object (not merely views of the same
+    /// storage).
+    pub fn same_as(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The same carrier and offset with another layout, validated like [`Tensor::new`].
+    pub(crate) fn with_layout(&self, offset: usize, layout: Layout) -> Result<Tensor> {
+        Tensor::new(self.inner.carrier.clone(), offset, layout)
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Tensor({} on {} at {} : {})",
+            self.inner.dtype,
+            self.inner.carrier.class(),
+            self.inner.offset,
+            self.inner.layout
+        )
+    }
+}

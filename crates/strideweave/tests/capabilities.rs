@@ -1,0 +1,112 @@
+//! Class-level capability declaration (semantics-carriers.md §5 and §10 item 8, the parts
+//! that do not need operation plans).
+
+mod common;
+
+use common::Composite;
+
+type Flaky = common::Flaky<()>;
+use strideweave::carrier::{
+    capabilities_for_carrier_class, register_operation_capabilities, CarrierClass, ClassKind,
+};
+use strideweave::carriers::Generic;
+use strideweave::operation::{Arithmetic, OperandCapability, OperationCapability};
+use strideweave::{DType, ErrorKind};
+
+fn relu(dtype: DType, compute: Arithmetic) -> OperationCapability {
+    OperationCapability::new(
+        "relu",
+        [OperandCapability::tensor(dtype, dtype).unwrap()],
+        compute,
+        None,
+        None,
+        dtype,
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_duplicate_declaration_is_a_value_error_and_leaves_the_class_open() {
+    let class = CarrierClass::mint("DuplicateTest", ClassKind::Independent);
+    let f32_relu = relu(DType::FLOAT32, Arithmetic::Binary32);
+    let error =
+        register_operation_capabilities(class, [f32_relu.clone(), f32_relu.clone()]).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert!(error
+        .to_string()
+        .contains("duplicate capability for DuplicateTest: relu"));
+    // Still open: a correct declaration succeeds, and is sorted (F32 before I32).
+    let i32_relu = relu(DType::INT32, Arithmetic::Int32Exact);
+    register_operation_capabilities(class, [i32_relu.clone(), f32_relu.clone()]).unwrap();
+    assert_eq!(
+        &*capabilities_for_carrier_class(class),
+        &[f32_relu.clone(), i32_relu]
+    );
+    // A second declaration is a Type error and changes nothing.
+    let error = register_operation_capabilities(class, []).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Type);
+    assert_eq!(capabilities_for_carrier_class(class).len(), 2);
+}
+
+#[test]
+fn a_query_seals_an_undeclared_class_as_empty() {
+    let class = CarrierClass::mint("ObservedTest", ClassKind::Independent);
+    assert!(capabilities_for_carrier_class(class).is_empty());
+    let error =
+        register_operation_capabilities(class, [relu(DType::FLOAT32, Arithmetic::Binary32)])
+            .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Type);
+    assert!(error
+        .to_string()
+        .contains("already declared (or been queried for)"));
+    assert!(capabilities_for_carrier_class(class).is_empty());
+}
+
+#[test]
+fn dependent_and_shipped_classes_are_closed() {
+    let error = register_operation_capabilities(CarrierClass::of::<Composite>(), []).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Type);
+    assert!(error.to_string().contains("dependent"));
+    let error = register_operation_capabilities(CarrierClass::of::<Generic>(), []).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Type);
+    assert!(error.to_string().contains("closed shipped carrier class"));
+    assert!(CarrierClass::of::<Generic>().is_shipped());
+    assert!(!CarrierClass::of::<Flaky>().is_shipped());
+}
+
+#[test]
+fn an_empty_declaration_is_valid() {
+    let class = CarrierClass::mint("EmptyTest", ClassKind::Independent);
+    register_operation_capabilities(class, []).unwrap();
+    assert!(capabilities_for_carrier_class(class).is_empty());
+}
+
+#[test]
+fn classes_are_exact_identities() {
+    let a = CarrierClass::mint("Twin", ClassKind::Independent);
+    let b = CarrierClass::mint("Twin", ClassKind::Independent);
+    assert_ne!(a, b, "two run-time classes of one name are distinct");
+    assert_eq!(CarrierClass::of::<Flaky>(), CarrierClass::of::<Flaky>());
+    assert_ne!(CarrierClass::of::<Flaky>(), CarrierClass::of::<Generic>());
+}
+
+#[test]
+fn capability_records_validate_and_describe_themselves() {
+    let i32_relu = relu(DType::INT32, Arithmetic::Int32Exact);
+    assert_eq!(
+        i32_relu.to_string(),
+        "relu with operands (tensor Int32->Int32), int32_exact compute, no accumulation, Int32 output"
+    );
+    let error =
+        OperationCapability::new("relu", [], Arithmetic::Binary32, None, None, DType::FLOAT32)
+            .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert_eq!(
+        OperandCapability::tensor(DType::ANY, DType::FLOAT32)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Type
+    );
+    let weak = OperandCapability::weak_scalar(DType::FLOAT32).unwrap();
+    assert_eq!(weak.dtype(), None);
+}

@@ -1,0 +1,147 @@
+//! Test carriers with injectable failures, shared by the integration tests.
+
+#![allow(dead_code)]
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use strideweave::carrier::{Carrier, ClassKind, DefinitionFreeCarrier};
+use strideweave::{DType, Error, Result, Value};
+
+/// A definition-free carrier whose hooks can be made to fail. The marker `M` makes a
+/// distinct exact class per test that registers process-global routes, so parallel tests
+/// do not see each other's registrations.
+#[derive(Debug)]
+pub struct Flaky<M: 'static = ()> {
+    pub values: Mutex<Vec<Value>>,
+    pub fail_writes: AtomicBool,
+    pub fail_reads: AtomicBool,
+    pub growable: bool,
+    marker: PhantomData<fn() -> M>,
+}
+
+impl<M: 'static> Default for Flaky<M> {
+    fn default() -> Self {
+        Flaky {
+            values: Mutex::default(),
+            fail_writes: AtomicBool::default(),
+            fail_reads: AtomicBool::default(),
+            growable: false,
+            marker: PhantomData,
+        }
+    }
+}
+
+impl<M: 'static> Flaky<M> {
+    pub fn carrier(values: &[f64], mutable: bool) -> Carrier {
+        let body = Flaky::<M> {
+            values: Mutex::new(values.iter().map(|v| Value::Float(*v)).collect()),
+            ..Flaky::default()
+        };
+        Carrier::new(body, DType::FLOAT32, mutable).expect("Flaky stores Float32")
+    }
+
+    pub fn growable() -> Carrier {
+        let body = Flaky::<M> {
+            growable: true,
+            ..Flaky::default()
+        };
+        Carrier::new(body, DType::FLOAT32, true).expect("Flaky stores Float32")
+    }
+
+    pub fn of(carrier: &Carrier) -> &Flaky<M> {
+        carrier.downcast_ref::<Flaky<M>>().expect("a Flaky carrier")
+    }
+}
+
+impl<M: 'static> DefinitionFreeCarrier for Flaky<M> {
+    const NAME: &'static str = "Flaky";
+
+    fn supports_storage_dtype(&self, dtype: DType) -> bool {
+        dtype == DType::FLOAT32
+    }
+
+    fn size(&self) -> usize {
+        self.values.lock().unwrap().len()
+    }
+
+    fn read(&self, index: usize, _dtype: DType) -> Result<Value> {
+        if self.fail_reads.load(Ordering::SeqCst) {
+            return Err(Error::Runtime("injected read failure".into()));
+        }
+        Ok(self.values.lock().unwrap()[index])
+    }
+
+    fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
+        if self.fail_writes.load(Ordering::SeqCst) {
+            return Err(Error::Runtime("injected write failure".into()));
+        }
+        self.values.lock().unwrap()[index] = value;
+        Ok(())
+    }
+
+    fn release(&self) -> Result<()> {
+        self.values.lock().unwrap().clear();
+        Ok(())
+    }
+
+    fn new_like(&self, values: &[Value], _dtype: DType) -> Result<Self> {
+        Ok(Flaky {
+            values: Mutex::new(values.to_vec()),
+            ..Flaky::default()
+        })
+    }
+
+    fn allocate_like(&self, size: usize, _dtype: DType, _empty: bool) -> Result<Self> {
+        Ok(Flaky {
+            values: Mutex::new(vec![Value::Float(0.0); size]),
+            ..Flaky::default()
+        })
+    }
+
+    fn grows_as_destination(&self) -> bool {
+        self.growable
+    }
+
+    fn set_extent(&self, slots: usize, _dtype: DType) -> Result<()> {
+        self.values.lock().unwrap().resize(slots, Value::Float(0.0));
+        Ok(())
+    }
+}
+
+/// A dependent test class (composes others): closed to capability declarations.
+#[derive(Debug)]
+pub struct Composite;
+
+impl DefinitionFreeCarrier for Composite {
+    const NAME: &'static str = "Composite";
+    const KIND: ClassKind = ClassKind::Dependent;
+
+    fn supports_storage_dtype(&self, dtype: DType) -> bool {
+        dtype == DType::FLOAT32
+    }
+    fn size(&self) -> usize {
+        0
+    }
+    fn read(&self, _index: usize, _dtype: DType) -> Result<Value> {
+        Err(Error::Runtime("Composite holds nothing".into()))
+    }
+    fn write(&self, _index: usize, _value: Value, _dtype: DType) -> Result<()> {
+        Err(Error::Runtime("Composite holds nothing".into()))
+    }
+    fn release(&self) -> Result<()> {
+        Ok(())
+    }
+    fn new_like(&self, _values: &[Value], _dtype: DType) -> Result<Self> {
+        Ok(Composite)
+    }
+    fn allocate_like(&self, _size: usize, _dtype: DType, _empty: bool) -> Result<Self> {
+        Ok(Composite)
+    }
+}
+
+/// Float32 values as `Value`s.
+pub fn floats(values: &[f64]) -> Vec<Value> {
+    values.iter().map(|v| Value::Float(*v)).collect()
+}

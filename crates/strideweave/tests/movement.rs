@@ -1,0 +1,283 @@
+//! The blocking move (semantics-carriers.md §7, semantics-operations.md §4): check order,
+//! routing by exact class pair, and failure atomicity under injected failures.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use common::floats;
+
+/// The Flaky class of the tests that register no route.
+type Flaky = common::Flaky<()>;
+use strideweave::carrier::CarrierClass;
+use strideweave::carriers::Generic;
+use strideweave::movement::{
+    move_to, register_move_operation, registered_move_operation, unregister_move_operation,
+    ElementwiseMoveOperation, MoveOperation, MoveTarget,
+};
+use strideweave::{DType, Error, ErrorKind, Layout, Result, Tensor, Value};
+
+fn layout(text: &str) -> Layout {
+    text.parse().expect("test layout")
+}
+
+fn generic(values: &[f64]) -> strideweave::Carrier {
+    Generic::carrier(&floats(values), DType::FLOAT32, true).expect("generic carrier")
+}
+
+#[test]
+fn move_copies_releases_the_source_and_keeps_the_layout() {
+    let source = generic(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let t = Tensor::new(source.clone(), 1, layout("(2,3):(1,2)")).unwrap();
+    let destination = Generic::carrier(&floats(&[9.0; 6]), DType::FLOAT32, true).unwrap();
+    let moved = move_to(&t, &destination).unwrap();
+    assert!(moved.carrier().same_as(&destination));
+    assert_eq!((moved.offset(), moved.layout()), (0, t.layout()));
+    assert_eq!(
+        moved.to_values().unwrap(),
+        floats(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    );
+    assert!(source.is_released());
+    assert_eq!(
+        destination.version(),
+        1,
+        "the move is one write of the destination"
+    );
+}
+
+#[test]
+fn check_order_source_then_destination_then_dtype_then_capacity() {
+    let source = generic(&[1.0, 2.0]);
+    let t = Tensor::new(source.clone(), 0, layout("2:1")).unwrap();
+
+    let same = move_to(&t, &source).unwrap_err();
+    assert_eq!(same.kind(), ErrorKind::Value);
+    assert!(same.to_string().contains("its own"));
+
+    let released = generic(&[0.0, 0.0]);
+    released.release().unwrap();
+    assert_eq!(
+        move_to(&t, &released).unwrap_err().kind(),
+        ErrorKind::Runtime
+    );
+
+    let immutable = Generic::carrier(&floats(&[0.0, 0.0]), DType::FLOAT32, false).unwrap();
+    let error = move_to(&t, &immutable).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert!(error.to_string().contains("immutable"));
+
+    let ints = Generic::carrier(&[Value::Int(0), Value::Int(0)], DType::INT32, true).unwrap();
+    assert_eq!(move_to(&t, &ints).unwrap_err().kind(), ErrorKind::Type);
+
+    let small = generic(&[0.0]);
+    let error = move_to(&t, &small).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert!(error
+        .to_string()
+        .contains("has 1 slots but the tensor needs 2"));
+
+    // A destination failing two checks reports the earlier one: released before dtype.
+    let released_ints = Generic::carrier(&[Value::Int(0)], DType::INT32, true).unwrap();
+    released_ints.release().unwrap();
+    assert_eq!(
+        move_to(&t, &released_ints).unwrap_err().kind(),
+        ErrorKind::Runtime
+    );
+
+    // Nothing above touched the source.
+    assert!(!source.is_released());
+    assert_eq!(source.version(), 0);
+    assert_eq!(t.to_values().unwrap(), floats(&[1.0, 2.0]));
+
+    source.release().unwrap();
+    let error = move_to(&t, &generic(&[0.0, 0.0])).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+}
+
+#[test]
+fn an_owned_source_cannot_move_until_its_owner_acts() {
+    let source = generic(&[1.0, 2.0]);
+    let t = Tensor::new(source.clone(), 0, layout("2:1")).unwrap();
+    let token = source.claim_ownership().unwrap();
+    let error = move_to(&t, &generic(&[0.0, 0.0])).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert!(error.to_string().contains("owned"));
+    let access = token.access().unwrap();
+    let moved = move_to(&t, &generic(&[0.0, 0.0])).unwrap();
+    assert_eq!(moved.to_values().unwrap(), floats(&[1.0, 2.0]));
+    drop(access);
+    assert!(source.is_released());
+}
+
+#[test]
+fn an_empty_growable_destination_grows_to_exactly_cosize() {
+    let t = Tensor::new(
+        generic(&[0.0, 1.0, 2.0, 3.0, 4.0]),
+        0,
+        layout("(2,2):(1,3)"),
+    )
+    .unwrap();
+    let destination = Flaky::growable();
+    let moved = move_to(&t, &destination).unwrap();
+    assert_eq!(destination.size(), 5);
+    assert_eq!(moved.to_values().unwrap(), floats(&[0.0, 1.0, 3.0, 4.0]));
+}
+
+#[test]
+fn a_failing_copy_changes_nothing_and_shrinks_a_grown_destination() {
+    let source = generic(&[1.0, 2.0, 3.0]);
+    let t = Tensor::new(source.clone(), 0, layout("3:1")).unwrap();
+    let destination = Flaky::growable();
+    Flaky::of(&destination)
+        .fail_writes
+        .store(true, Ordering::SeqCst);
+    let error = move_to(&t, &destination).unwrap_err();
+    assert_eq!(error.to_string(), "runtime error: injected write failure");
+    assert_eq!(
+        destination.size(),
+        0,
+        "the grown destination is shrunk back"
+    );
+    assert_eq!(destination.version(), 0);
+    assert!(!source.is_released());
+    assert_eq!(
+        (source.version(), t.to_values().unwrap()),
+        (0, floats(&[1.0, 2.0, 3.0]))
+    );
+
+    // The failure is retryable once the fault is gone.
+    Flaky::of(&destination)
+        .fail_writes
+        .store(false, Ordering::SeqCst);
+    let moved = move_to(&t, &destination).unwrap();
+    assert_eq!(moved.to_values().unwrap(), floats(&[1.0, 2.0, 3.0]));
+}
+
+#[test]
+fn a_failing_source_read_leaves_the_destination_unchanged() {
+    let source = Flaky::carrier(&[1.0, 2.0], true);
+    let t = Tensor::new(source.clone(), 0, layout("2:1")).unwrap();
+    let destination = generic(&[7.0, 7.0]);
+    Flaky::of(&source).fail_reads.store(true, Ordering::SeqCst);
+    assert_eq!(
+        move_to(&t, &destination).unwrap_err().kind(),
+        ErrorKind::Runtime
+    );
+    assert_eq!(destination.version(), 0);
+    assert_eq!(destination.get(0).unwrap(), Value::Float(7.0));
+    assert!(!source.is_released());
+}
+
+/// A route that copies in reverse order and counts its calls, to show routing by exact pair.
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl MoveOperation for Counting {
+    fn name(&self) -> &str {
+        "counting"
+    }
+    fn copy(&self, source: &Tensor, target: &MoveTarget<'_>, element_count: usize) -> Result<()> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        for slot in (0..element_count).rev() {
+            target.write(slot, source.carrier().get(source.offset() + slot)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// A route that always fails, for failure atomicity.
+struct Failing;
+
+impl MoveOperation for Failing {
+    fn name(&self) -> &str {
+        "failing"
+    }
+    fn copy(&self, _: &Tensor, _: &MoveTarget<'_>, _: usize) -> Result<()> {
+        Err(Error::Io {
+            context: "injected transfer fault".into(),
+            source: Arc::new(std::io::Error::other("disk gone")),
+        })
+    }
+}
+
+/// Marks the Flaky class used by the routing tests.
+struct Routed;
+/// Marks the Flaky class used by the claim test.
+struct Claimed;
+
+#[test]
+fn routes_are_keyed_by_the_exact_pair() {
+    type Flaky = common::Flaky<Routed>;
+    let flaky = CarrierClass::of::<Flaky>();
+    let generic_class = CarrierClass::of::<Generic>();
+    let counting = Arc::new(Counting(Default::default()));
+    register_move_operation(flaky, generic_class, counting.clone()).unwrap();
+    let duplicate =
+        register_move_operation(flaky, generic_class, Arc::new(ElementwiseMoveOperation));
+    assert_eq!(duplicate.unwrap_err().kind(), ErrorKind::Value);
+    assert_eq!(
+        registered_move_operation(flaky, generic_class)
+            .unwrap()
+            .name(),
+        "counting"
+    );
+    assert!(registered_move_operation(generic_class, flaky).is_none());
+
+    let t = Tensor::new(Flaky::carrier(&[1.0, 2.0], true), 0, layout("2:1")).unwrap();
+    let moved = move_to(&t, &generic(&[0.0, 0.0])).unwrap();
+    assert_eq!(moved.to_values().unwrap(), floats(&[1.0, 2.0]));
+    assert_eq!(counting.0.load(Ordering::SeqCst), 1);
+
+    unregister_move_operation(flaky, generic_class).unwrap();
+    assert_eq!(
+        unregister_move_operation(flaky, generic_class)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Key
+    );
+
+    // A registered failing route: the source stays live and the destination untouched.
+    register_move_operation(flaky, generic_class, Arc::new(Failing)).unwrap();
+    let source = Flaky::carrier(&[3.0], true);
+    let t = Tensor::new(source.clone(), 0, layout("1:1")).unwrap();
+    let destination = generic(&[0.0]);
+    let error = move_to(&t, &destination).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Io);
+    assert!(!source.is_released());
+    assert_eq!(
+        (destination.version(), destination.get(0).unwrap()),
+        (0, Value::Float(0.0))
+    );
+    unregister_move_operation(flaky, generic_class).unwrap();
+}
+
+#[test]
+fn claimed_carriers_refuse_mutation_during_a_move() {
+    type Flaky = common::Flaky<Claimed>;
+    // A route that tries to write to and release the claimed source while copying.
+    struct Meddling;
+    impl MoveOperation for Meddling {
+        fn name(&self) -> &str {
+            "meddling"
+        }
+        fn copy(&self, source: &Tensor, target: &MoveTarget<'_>, n: usize) -> Result<()> {
+            let write = source.carrier().set(0, Value::Float(9.0)).unwrap_err();
+            assert!(
+                write.to_string().contains("claimed by a pending move"),
+                "{write}"
+            );
+            let release = source.carrier().release().unwrap_err();
+            assert_eq!(release.kind(), ErrorKind::Runtime);
+            let outsider = target.carrier().set(0, Value::Float(9.0)).unwrap_err();
+            assert_eq!(outsider.kind(), ErrorKind::Runtime);
+            ElementwiseMoveOperation.copy(source, target, n)
+        }
+    }
+    let generic_class = CarrierClass::of::<Generic>();
+    let flaky = CarrierClass::of::<Flaky>();
+    register_move_operation(generic_class, flaky, Arc::new(Meddling)).unwrap();
+    let t = Tensor::new(generic(&[4.0]), 0, layout("1:1")).unwrap();
+    let moved = move_to(&t, &Flaky::carrier(&[0.0], true)).unwrap();
+    assert_eq!(moved.get(&0.into()).unwrap(), Value::Float(4.0));
+    unregister_move_operation(generic_class, flaky).unwrap();
+}

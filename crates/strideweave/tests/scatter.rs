@@ -1,0 +1,118 @@
+//! Carrier scatter (semantics-carriers.md §3 and §10 item 6): atomic, all checks first.
+
+mod common;
+
+use common::floats;
+use strideweave::carriers::Generic;
+use strideweave::{DType, ErrorKind, Layout, Shape, Tensor, Value};
+
+fn layout(text: &str) -> Layout {
+    text.parse().expect("test layout")
+}
+
+fn tensor(values: &[f64]) -> Tensor {
+    let carrier = Generic::carrier(&floats(values), DType::FLOAT32, true).unwrap();
+    Tensor::compact(carrier, Shape::new(values.len()).unwrap()).unwrap()
+}
+
+#[test]
+fn scenario_06_scatter_through_a_mapping() {
+    let destination = tensor(&[0.0, 0.0, 0.0, 0.0]);
+    let source = tensor(&[1.0, 2.0]);
+    let receiver = destination.carrier().clone();
+    receiver
+        .scatter(&source, &destination, &layout("2:2"), 0)
+        .unwrap();
+    assert_eq!(
+        destination.to_values().unwrap(),
+        floats(&[1.0, 0.0, 2.0, 0.0])
+    );
+    assert_eq!(receiver.version(), 1, "one scatter is one version step");
+    receiver
+        .scatter(&source, &destination, &layout("2:2"), 1)
+        .unwrap();
+    assert_eq!(
+        destination.to_values().unwrap(),
+        floats(&[1.0, 1.0, 2.0, 2.0])
+    );
+    assert_eq!(receiver.version(), 2);
+}
+
+#[test]
+fn scenario_06_bad_shapes_and_foreign_destinations_are_value_errors() {
+    let destination = tensor(&[0.0, 0.0, 0.0, 0.0]);
+    let receiver = destination.carrier().clone();
+    let error = receiver
+        .scatter(&tensor(&[1.0, 2.0, 3.0]), &destination, &layout("2:2"), 0)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert!(error.to_string().contains("differs from the mapping shape"));
+    let foreign = tensor(&[0.0, 0.0, 0.0, 0.0]);
+    let error = receiver
+        .scatter(&tensor(&[1.0, 2.0]), &foreign, &layout("2:2"), 0)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert!(error.to_string().contains("another Generic carrier"));
+    assert_eq!(receiver.version(), 0);
+}
+
+#[test]
+fn an_out_of_range_slot_fails_before_any_write() {
+    let destination = tensor(&[0.0, 0.0, 0.0]);
+    let receiver = destination.carrier().clone();
+    // Slots 0, 2, 4: the first two fit, the last does not; nothing may be written.
+    let error = receiver
+        .scatter(&tensor(&[1.0, 2.0, 3.0]), &destination, &layout("3:2"), 0)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert!(
+        error
+            .to_string()
+            .contains("scatter element 2 lands outside"),
+        "{error}"
+    );
+    assert_eq!(destination.to_values().unwrap(), floats(&[0.0, 0.0, 0.0]));
+    assert_eq!(receiver.version(), 0);
+}
+
+#[test]
+fn a_value_the_dtype_refuses_fails_before_any_write() {
+    let ints = Generic::carrier(&[Value::Int(0), Value::Int(0)], DType::INT32, true).unwrap();
+    let destination = Tensor::compact(ints.clone(), Shape::new(2).unwrap()).unwrap();
+    let source_carrier = Generic::carrier(&[Value::Int(5), Value::Bool(true)], DType::INT32, true);
+    assert_eq!(source_carrier.unwrap_err().kind(), ErrorKind::Type);
+    let source = tensor(&[1.0, 2.5]);
+    let error = ints
+        .scatter(&source, &destination, &layout("2:1"), 0)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Type);
+    assert_eq!(
+        destination.to_values().unwrap(),
+        vec![Value::Int(0), Value::Int(0)]
+    );
+    assert_eq!(ints.version(), 0);
+}
+
+#[test]
+fn immutable_and_owned_receivers_refuse_scatter() {
+    let carrier = Generic::carrier(&floats(&[0.0, 0.0]), DType::FLOAT32, false).unwrap();
+    let destination = Tensor::compact(carrier.clone(), Shape::new(2).unwrap()).unwrap();
+    let error = carrier
+        .scatter(&tensor(&[1.0]), &destination, &layout("1:1"), 0)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+
+    let destination = tensor(&[0.0, 0.0]);
+    let owned = destination.carrier().clone();
+    let token = owned.claim_ownership().unwrap();
+    let error = owned
+        .scatter(&tensor(&[1.0]), &destination, &layout("1:1"), 0)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert!(error.to_string().contains("owned"));
+    let _access = token.access().unwrap();
+    owned
+        .scatter(&tensor(&[1.0]), &destination, &layout("1:1"), 1)
+        .unwrap();
+    assert_eq!(destination.to_values().unwrap(), floats(&[0.0, 1.0]));
+}
