@@ -281,3 +281,60 @@ fn claimed_carriers_refuse_mutation_during_a_move() {
     assert_eq!(moved.get(&0.into()).unwrap(), Value::Float(4.0));
     unregister_move_operation(generic_class, flaky).unwrap();
 }
+
+#[test]
+fn bulk_routes_round_trip_cpu_and_file_backed() {
+    use strideweave::carriers::{Cpu, FileBacked};
+    let values: Vec<Value> = (0..12).map(|i| Value::Float(i as f64 * 0.5)).collect();
+    let cpu = Cpu::from_values(&values, DType::FLOAT32, true).unwrap();
+    // Offset 2 and a layout with holes: slots 2..12 (cosize 10), 6 of them addressed.
+    let t = Tensor::new(cpu.clone(), 2, layout("(2,3):(1,4)")).unwrap();
+    let expected = t.to_values().unwrap();
+    assert_eq!(
+        registered_move_operation(CarrierClass::of::<Cpu>(), CarrierClass::of::<FileBacked>())
+            .unwrap()
+            .name(),
+        "bulk CPU->FileBacked"
+    );
+
+    let file = FileBacked::carrier(None, DType::FLOAT32, true).unwrap();
+    let on_file = move_to(&t, &file).unwrap();
+    assert_eq!(
+        file.size(),
+        10,
+        "an empty FileBacked grows to exactly cosize"
+    );
+    assert!(cpu.is_released());
+    assert_eq!(on_file.to_values().unwrap(), expected);
+    let path = file.downcast_ref::<FileBacked>().unwrap().path().unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 10 * 4);
+
+    let back = Cpu::carrier(10, DType::FLOAT32, true, false).unwrap();
+    let on_cpu = move_to(&on_file, &back).unwrap();
+    assert_eq!(on_cpu.to_values().unwrap(), expected);
+    assert_eq!((on_cpu.offset(), on_cpu.layout()), (0, t.layout()));
+    assert!(file.is_released());
+    assert!(!path.exists(), "releasing a FileBacked deletes its file");
+}
+
+#[test]
+fn a_file_backed_destination_that_is_not_empty_does_not_grow() {
+    use strideweave::carriers::{Cpu, FileBacked};
+    let cpu = Cpu::from_values(&floats(&[1.0, 2.0, 3.0]), DType::FLOAT32, true).unwrap();
+    let t = Tensor::new(cpu.clone(), 0, layout("3:1")).unwrap();
+    let file = FileBacked::carrier(None, DType::FLOAT32, true).unwrap();
+    move_to(
+        &Tensor::new(
+            Cpu::carrier(1, DType::FLOAT32, true, false).unwrap(),
+            0,
+            layout("1:1"),
+        )
+        .unwrap(),
+        &file,
+    )
+    .unwrap();
+    assert_eq!(file.size(), 1);
+    let error = move_to(&t, &file).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert!(!cpu.is_released());
+}

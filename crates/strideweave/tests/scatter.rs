@@ -116,3 +116,19 @@ fn immutable_and_owned_receivers_refuse_scatter() {
         .unwrap();
     assert_eq!(destination.to_values().unwrap(), floats(&[0.0, 1.0]));
 }
+
+#[test]
+fn file_backed_scatter_is_not_implemented() {
+    use strideweave::carriers::FileBacked;
+    let file = FileBacked::carrier(None, DType::FLOAT32, true).unwrap();
+    let grown = strideweave::movement::move_to(&tensor(&[0.0, 0.0]), &file).unwrap();
+    let error = file
+        .scatter(&tensor(&[1.0]), &grown, &layout("1:1"), 0)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotImplemented);
+    assert!(error
+        .to_string()
+        .contains("FileBacked carriers do not support scatter"));
+    let error = file.dispatch_op("relu").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotImplemented);
+}

@@ -20,7 +20,11 @@ type Declarations = HashMap<CarrierClass, Arc<[OperationCapability]>>;
 
 static DECLARED: LazyLock<RwLock<Declarations>> = LazyLock::new(|| {
     // Shipped classes declare exactly what they execute; the operations issue fills these.
-    let shipped = [CarrierClass::of::<Generic>()];
+    let shipped = [
+        CarrierClass::of::<Generic>(),
+        CarrierClass::of::<crate::carriers::Cpu>(),
+        CarrierClass::of::<crate::carriers::FileBacked>(),
+    ];
     RwLock::new(
         shipped
             .into_iter()

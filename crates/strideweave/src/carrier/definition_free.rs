@@ -7,6 +7,7 @@ use std::any::Any;
 use crate::carrier::class::{CarrierClass, ClassKind};
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
+use crate::operation::Operation;
 
 /// The storage hooks of a definition-free carrier class.
 ///
@@ -74,6 +75,15 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
         true
     }
 
+    /// The dispatch hook: a fresh [`Operation`] computing `name` on tensors of this class,
+    /// or NotImplemented (the default) for an operation the class does not execute.
+    fn dispatch_op(&self, name: &str) -> Result<Operation> {
+        Err(Error::NotImplemented(format!(
+            "{} carriers dispatch no operation '{name}'",
+            Self::NAME
+        )))
+    }
+
     /// Class-specific conditions on a scatter source (for example "the source must be a CPU
     /// tensor"), checked before any write.
     fn check_scatter_source(
@@ -112,6 +122,7 @@ pub(crate) trait ErasedCarrier: Send + Sync {
         source_dtype: DType,
         dtype: DType,
     ) -> Result<()>;
+    fn dispatch_op(&self, name: &str) -> Result<Operation>;
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -168,6 +179,9 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
         dtype: DType,
     ) -> Result<()> {
         DefinitionFreeCarrier::check_scatter_source(self, source, source_dtype, dtype)
+    }
+    fn dispatch_op(&self, name: &str) -> Result<Operation> {
+        DefinitionFreeCarrier::dispatch_op(self, name)
     }
     fn as_any(&self) -> &dyn Any {
         self

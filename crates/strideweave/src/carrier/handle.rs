@@ -9,6 +9,7 @@ use crate::carrier::definition_free::{DefinitionFreeCarrier, ErasedCarrier};
 use crate::carrier::lifecycle::{Lifecycle, OwnershipToken};
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
+use crate::operation::Operation;
 
 /// The implementation behind a carrier handle.
 ///
@@ -291,6 +292,15 @@ impl Carrier {
     /// commit once. The caller has checked the range and normalized the value.
     pub(crate) fn write_unversioned(&self, index: usize, value: Value) -> Result<()> {
         self.body().write(index, value, self.inner.dtype)
+    }
+
+    /// Dispatches the operation `name` through this carrier's hook: a fresh [`Operation`]
+    /// tagged with `name` and this exact class. NotImplemented when the class does not
+    /// execute it; a Type error when the hook returns an operation already dispatched.
+    pub fn dispatch_op(&self, name: &str) -> Result<Operation> {
+        self.body()
+            .dispatch_op(name)?
+            .mark_dispatched(name, self.class())
     }
 
     /// Takes ownership of this carrier on behalf of another (Evictable and its kin).

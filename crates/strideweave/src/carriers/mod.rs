@@ -2,13 +2,22 @@
 //! implementing [`DefinitionFreeCarrier`](crate::carrier::DefinitionFreeCarrier), never a
 //! variant of these.
 
+mod cpu;
+mod file_backed;
 mod generic;
 
 use std::any::TypeId;
 
+pub use cpu::Cpu;
+pub use file_backed::FileBacked;
 pub use generic::Generic;
 
 /// Whether `type_id` is one of the shipped carrier types.
 pub(crate) fn is_shipped(type_id: TypeId) -> bool {
-    [TypeId::of::<Generic>()].contains(&type_id)
+    [
+        TypeId::of::<Generic>(),
+        TypeId::of::<Cpu>(),
+        TypeId::of::<FileBacked>(),
+    ]
+    .contains(&type_id)
 }

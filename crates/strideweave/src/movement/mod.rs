@@ -6,6 +6,7 @@
 //! [`ElementwiseMoveOperation`].
 
 mod blocking;
+mod bulk;
 mod elementwise;
 mod operation;
 pub mod registry;

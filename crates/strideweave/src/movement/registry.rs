@@ -7,16 +7,23 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use crate::carrier::CarrierClass;
+use crate::carriers::{Cpu, FileBacked};
 use crate::error::{Error, Result};
+use crate::movement::bulk::{CpuToFileBacked, FileBackedToCpu};
 use crate::movement::MoveOperation;
 
 type Routes = HashMap<(CarrierClass, CarrierClass), Arc<dyn MoveOperation>>;
 
 static ROUTES: LazyLock<RwLock<Routes>> = LazyLock::new(|| RwLock::new(shipped_routes()));
 
-/// The bulk routes StrideWeave ships.
+/// The bulk routes StrideWeave ships: CPU ↔ FileBacked.
 fn shipped_routes() -> Routes {
-    Routes::new()
+    let cpu = CarrierClass::of::<Cpu>();
+    let file = CarrierClass::of::<FileBacked>();
+    let mut routes = Routes::new();
+    routes.insert((cpu, file), Arc::new(CpuToFileBacked));
+    routes.insert((file, cpu), Arc::new(FileBackedToCpu));
+    routes
 }
 
 /// Registers `operation` as the route from `source` to `destination` (exact classes).

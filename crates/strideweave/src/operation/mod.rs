@@ -1,8 +1,13 @@
-//! Operations: what a carrier can execute, and (with later issues) definitions, dtype
-//! planning and dispatch.
+//! Operations: what a carrier can execute ([`OperationCapability`]) and the computations a
+//! carrier dispatches ([`Operation`]); definitions, dtype planning and the shipped kernels
+//! build on these.
 
+mod call;
 mod capability;
+mod dispatched;
 
+pub use call::call;
 pub use capability::{
     Accumulation, Arithmetic, OperandCapability, OperandRole, OperationCapability,
 };
+pub use dispatched::Operation;

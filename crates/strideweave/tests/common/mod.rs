@@ -4,10 +4,11 @@
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use strideweave::carrier::{Carrier, ClassKind, DefinitionFreeCarrier};
-use strideweave::{DType, Error, Result, Value};
+use strideweave::operation::Operation;
+use strideweave::{DType, Error, Result, Tensor, Value};
 
 /// A definition-free carrier whose hooks can be made to fail. The marker `M` makes a
 /// distinct exact class per test that registers process-global routes, so parallel tests
@@ -18,6 +19,8 @@ pub struct Flaky<M: 'static = ()> {
     pub fail_writes: AtomicBool,
     pub fail_reads: AtomicBool,
     pub growable: bool,
+    /// The operation the dispatch hook hands out for "cached" (wrongly, every time).
+    pub cached: OnceLock<Operation>,
     marker: PhantomData<fn() -> M>,
 }
 
@@ -28,6 +31,7 @@ impl<M: 'static> Default for Flaky<M> {
             fail_writes: AtomicBool::default(),
             fail_reads: AtomicBool::default(),
             growable: false,
+            cached: OnceLock::new(),
             marker: PhantomData,
         }
     }
@@ -102,6 +106,31 @@ impl<M: 'static> DefinitionFreeCarrier for Flaky<M> {
 
     fn grows_as_destination(&self) -> bool {
         self.growable
+    }
+
+    /// "negate" is a fresh operation per call; "cached" reuses one (a contract violation).
+    fn dispatch_op(&self, name: &str) -> Result<Operation> {
+        let negate = || {
+            Operation::new(|operands: &[Tensor]| {
+                let input = operands
+                    .first()
+                    .ok_or_else(|| Error::Type("negate needs one tensor".into()))?;
+                let values = input
+                    .to_values()?
+                    .into_iter()
+                    .map(|v| Value::Float(-v.as_f64().unwrap_or(0.0)))
+                    .collect::<Vec<_>>();
+                let carrier = input.carrier().new_like(&values, true, None)?;
+                Ok(vec![Tensor::compact(carrier, input.shape().clone())?])
+            })
+        };
+        match name {
+            "negate" => Ok(negate()),
+            "cached" => Ok(self.cached.get_or_init(negate).clone()),
+            _ => Err(Error::NotImplemented(format!(
+                "Flaky dispatches no '{name}'"
+            ))),
+        }
     }
 
     fn set_extent(&self, slots: usize, _dtype: DType) -> Result<()> {

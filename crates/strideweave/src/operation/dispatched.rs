@@ -1,0 +1,98 @@
+//! `Operation`: one dispatched computation, as a definition-free carrier's dispatch hook
+//! returns it (semantics-carriers.md §4).
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use crate::carrier::CarrierClass;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+type Forward = dyn Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync;
+
+struct State {
+    /// Set once, by the framework, when the operation is dispatched.
+    dispatched: OnceLock<(Arc<str>, CarrierClass)>,
+    forward: Box<Forward>,
+}
+
+/// A fresh computation produced by a carrier's dispatch hook.
+///
+/// The framework tags it, once, with the operation name and the exact carrier class that
+/// dispatched it; a hook that hands out an operation already dispatched (a cached one) is
+/// refused with a Type error, so every dispatch is a distinct operation whose metadata never
+/// changes. Clones share the operation.
+#[derive(Clone)]
+pub struct Operation {
+    state: Arc<State>,
+}
+
+impl Operation {
+    /// An undispatched operation computing `forward` over its operand tensors.
+    pub fn new(
+        forward: impl Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync + 'static,
+    ) -> Operation {
+        Operation {
+            state: Arc::new(State {
+                dispatched: OnceLock::new(),
+                forward: Box::new(forward),
+            }),
+        }
+    }
+
+    /// Tags a fresh operation with its dispatch metadata; a Type error when it was already
+    /// dispatched.
+    pub(crate) fn mark_dispatched(self, name: &str, class: CarrierClass) -> Result<Operation> {
+        let mut fresh = false;
+        self.state.dispatched.get_or_init(|| {
+            fresh = true;
+            (Arc::from(name), class)
+        });
+        if fresh {
+            return Ok(self);
+        }
+        let (first_name, first_class) = self
+            .state
+            .dispatched
+            .get()
+            .cloned()
+            .unwrap_or_else(|| unreachable!("get_or_init has run"));
+        Err(Error::Type(format!(
+            "the {class} dispatch hook returned an operation already dispatched as '{first_name}' by {first_class}; each dispatch needs a fresh Operation"
+        )))
+    }
+
+    /// The operation name it was dispatched under (`None` before dispatch).
+    pub fn name(&self) -> Option<&str> {
+        self.state.dispatched.get().map(|(name, _)| &**name)
+    }
+
+    /// The exact carrier class that dispatched it (`None` before dispatch).
+    pub fn carrier_class(&self) -> Option<CarrierClass> {
+        self.state.dispatched.get().map(|(_, class)| *class)
+    }
+
+    /// Whether `self` and `other` are the same operation.
+    pub fn same_as(&self, other: &Operation) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
+    }
+
+    /// Runs the computation on `operands`.
+    pub fn forward(&self, operands: &[Tensor]) -> Result<Vec<Tensor>> {
+        if self.state.dispatched.get().is_none() {
+            return Err(Error::Runtime(
+                "an operation runs only after a carrier dispatched it".into(),
+            ));
+        }
+        (self.state.forward)(operands)
+    }
+}
+
+impl fmt::Debug for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Operation")
+            .field("name", &self.name())
+            .field("carrier_class", &self.carrier_class())
+            .finish()
+    }
+}
