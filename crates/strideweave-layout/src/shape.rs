@@ -184,24 +184,27 @@ impl Shape {
             tokens: 0..self.profile.tokens().len(),
             leaves: 0..self.extents.len(),
         };
-        self.resolve(coord, &top, true, out)
+        self.resolve(coord, &top, &mut Vec::new(), out)
     }
 
+    /// Resolves `coord` against the subtree `span`, reached from the top through the child
+    /// positions in `path`.
     fn resolve<const N: usize>(
         &self,
         coord: &IntTuple,
         span: &Span,
-        top: bool,
+        path: &mut Vec<usize>,
         out: &mut Small<usize, N>,
     ) -> Result<()> {
+        let top = path.is_empty();
         match coord {
             IntTuple::Int(value) => {
                 let extents = &self.extents[span.leaves.clone()];
                 let size: usize = extents.iter().product();
                 if *value < 0 || *value as u64 >= size as u64 {
                     fail!(
-                        "coordinate {value} is out of range [0, {size}) for {} of Shape {self}",
-                        describe(self, span, top)
+                        "coordinate {value} is out of range [0, {size}) for {}",
+                        describe(self, path)
                     );
                 }
                 let mut rest = *value as usize;
@@ -214,8 +217,8 @@ impl Shape {
             IntTuple::Tuple(items) => {
                 if !top && span.is_leaf(&self.profile) {
                     fail!(
-                        "coordinate {coord} has more nesting than {} of Shape {self}",
-                        describe(self, span, top)
+                        "coordinate {coord} has more nesting than {}",
+                        describe(self, path)
                     );
                 }
                 let inner = if top {
@@ -226,14 +229,16 @@ impl Shape {
                 let children = self.profile.children(inner, span.leaves.start);
                 if children.len() != items.len() {
                     fail!(
-                        "coordinate {coord} has {} entries but {} of Shape {self} has {} modes",
+                        "coordinate {coord} has {} entries but {} has {} modes",
                         items.len(),
-                        describe(self, span, top),
+                        describe(self, path),
                         children.len()
                     );
                 }
-                for (item, child) in items.iter().zip(children.iter()) {
-                    self.resolve(item, child, false, out)?;
+                for (i, (item, child)) in items.iter().zip(children.iter()).enumerate() {
+                    path.push(i);
+                    self.resolve(item, child, path, out)?;
+                    path.pop();
                 }
                 Ok(())
             }
@@ -241,21 +246,15 @@ impl Shape {
     }
 }
 
-fn describe(shape: &Shape, span: &Span, top: bool) -> String {
-    if top {
-        "the whole".to_string()
-    } else {
-        format!("the mode {}", shape.sub_shape(span).mode_text())
-    }
-}
-
-impl Shape {
-    /// The text of this shape when it stands as one mode (a leaf prints bare).
-    fn mode_text(&self) -> String {
-        if self.rank() == 1 && self.profile.is_flat() {
-            self.extents[0].to_string()
-        } else {
-            self.to_string()
+/// Names the subtree at `path`: "the whole of Shape S", "mode 1 of Shape S" or
+/// "mode (1,0) of Shape S".
+fn describe(shape: &Shape, path: &[usize]) -> String {
+    match path {
+        [] => format!("the whole of Shape {shape}"),
+        [k] => format!("mode {k} of Shape {shape}"),
+        _ => {
+            let joined: Vec<String> = path.iter().map(ToString::to_string).collect();
+            format!("mode ({}) of Shape {shape}", joined.join(","))
         }
     }
 }

@@ -1,16 +1,82 @@
 //! A guided tour of StrideWeave, printing what each step shows.
 //!
 //! Run it with `cargo run --release --example tour`. It grows with each capability of the
-//! runtime; today it walks through the layout algebra that every tensor is built on.
+//! runtime: the layout algebra every tensor is built on, then carriers, tensors, views and
+//! moves between carriers.
 
+use strideweave::carriers::{Cpu, FileBacked};
 use strideweave::layout::{IndexMap, Layout, Shape, SliceKey};
-use strideweave::Result;
+use strideweave::movement::move_to;
+use strideweave::{DType, Result, Tensor, Value};
 
 fn main() -> Result<()> {
     println!("StrideWeave tour\n================\n");
     layouts()?;
     algebra()?;
     views()?;
+    tensors()?;
+    Ok(())
+}
+
+/// Prints a rank-2 tensor as a grid (rows: mode 0).
+fn show(name: &str, tensor: &Tensor) -> Result<()> {
+    println!("   {name} = {tensor:?}, version {}", tensor.version());
+    let rows = tensor.layout().mode(0)?.size();
+    let columns = tensor.size() / rows.max(1);
+    for i in 0..rows {
+        let cells: Vec<String> = (0..columns)
+            .map(|j| {
+                tensor
+                    .get(&(i, j).into())
+                    .map(|v| format!("{:>5}", v.to_string()))
+            })
+            .collect::<Result<_>>()?;
+        println!("      {}", cells.join(" "));
+    }
+    Ok(())
+}
+
+fn tensors() -> Result<()> {
+    println!("4. Carriers hold the slots; tensors are (carrier, offset, layout, dtype).");
+    let values: Vec<Value> = (0..12).map(|i| Value::Float(i as f64)).collect();
+    let cpu = Cpu::from_values(&values, DType::FLOAT32, true)?;
+    let matrix = Tensor::compact(cpu.clone(), Shape::new((4, 3))?)?;
+    show("matrix", &matrix)?;
+    let transposed = matrix.permute(&[1, 0])?;
+    let column = matrix.slice(&[SliceKey::all(), SliceKey::Index(1)])?;
+    println!("   views share the carrier: transposed {transposed:?}, column {column:?}");
+    column.set(&2.into(), Value::Float(-1.0))?;
+    println!(
+        "   after writing -1 through the column view: matrix[2,1] = {}, every view at version {} (carrier {})",
+        matrix.get(&(2, 1).into())?,
+        transposed.version(),
+        cpu.version()
+    );
+    let file = FileBacked::carrier(None, DType::FLOAT32, true)?;
+    let on_disk = move_to(&transposed, &file)?;
+    let path = file
+        .downcast_ref::<FileBacked>()
+        .and_then(FileBacked::path)
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    println!(
+        "   moved the transposed view to FileBacked: {} slots in {path}; the CPU source is released: {}",
+        file.size(),
+        cpu.is_released()
+    );
+    let back = move_to(
+        &on_disk,
+        &Cpu::carrier(file.size(), DType::FLOAT32, true, false)?,
+    )?;
+    show("back on CPU", &back)?;
+    let frozen = Cpu::from_values(&values, DType::FLOAT32, false)?;
+    if let Err(error) = frozen.set(0, Value::Float(1.0)) {
+        println!("   an immutable carrier refuses writes: {error}");
+    }
+    if let Err(error) = back.get(&(3, 0).into()) {
+        println!("   coordinates outside the shape are refused: {error}");
+    }
+    println!();
     Ok(())
 }
 
@@ -115,5 +181,6 @@ fn views() -> Result<()> {
     if let Err(error) = malformed {
         println!("   bad input is an error, never a panic: {error}");
     }
+    println!();
     Ok(())
 }
