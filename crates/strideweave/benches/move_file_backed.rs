@@ -10,8 +10,9 @@ use strideweave::{DType, Shape, Tensor};
 
 const SLOTS: usize = 64 << 20; // 64 Mi Float32 slots = 256 MiB
 
-fn source() -> Tensor {
-    let carrier = Cpu::carrier(SLOTS, DType::FLOAT32, true, false).expect("CPU carrier");
+/// A resident 256 MiB source (written, so its pages are mapped like the baseline's bytes).
+fn source(data: &[f32]) -> Tensor {
+    let carrier = Cpu::from_f32(data, true).expect("CPU carrier");
     Tensor::compact(carrier, Shape::new(SLOTS).expect("shape")).expect("tensor")
 }
 
@@ -21,7 +22,8 @@ fn move_256_mib(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(20));
     group.throughput(Throughput::Bytes((SLOTS * 4) as u64));
 
-    let bytes = vec![0u8; SLOTS * 4];
+    let data: Vec<f32> = (0..SLOTS).map(|i| i as f32).collect();
+    let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
     let path = std::env::temp_dir().join(format!("strideweave-bench-{}.bin", std::process::id()));
     group.bench_function("std_fs_write", |b| {
         b.iter(|| {
@@ -33,7 +35,7 @@ fn move_256_mib(c: &mut Criterion) {
         b.iter_batched(
             || {
                 let destination = FileBacked::carrier(None, DType::FLOAT32, true).expect("file");
-                (source(), destination)
+                (source(&data), destination)
             },
             |(tensor, destination)| {
                 let moved = move_to(&tensor, &destination).expect("move");

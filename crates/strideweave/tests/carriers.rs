@@ -347,3 +347,22 @@ fn ownership_blocks_writes_outside_the_owner_access() -> Result<()> {
     assert_eq!(carrier.version(), 2);
     Ok(())
 }
+
+#[test]
+fn cpu_bulk_constructors_copy_native_slices() -> Result<()> {
+    let floats = Cpu::from_f32(&[0.5, -1.25, 3.0], false)?;
+    assert_eq!(floats.dtype(), DType::FLOAT32);
+    assert!(!floats.is_mutable());
+    assert_eq!(
+        values(&floats)?,
+        vec![Value::Float(0.5), Value::Float(-1.25), Value::Float(3.0)]
+    );
+    let ints = Cpu::from_i32(&[i32::MIN, 7], true)?;
+    assert_eq!(ints.dtype(), DType::INT32);
+    assert_eq!(
+        values(&ints)?,
+        vec![Value::Int(i32::MIN as i64), Value::Int(7)]
+    );
+    assert_eq!(Cpu::from_f32(&[], true)?.size(), 0);
+    Ok(())
+}

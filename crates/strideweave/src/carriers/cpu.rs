@@ -136,6 +136,29 @@ impl Cpu {
         Carrier::new(Cpu::holding(&normalized, element)?, dtype, mutable)
     }
 
+    /// A Float32 CPU carrier holding a copy of `values` (one bulk copy, no per-element
+    /// conversion).
+    ///
+    /// ```
+    /// use strideweave::carriers::Cpu;
+    /// use strideweave::Value;
+    /// let carrier = Cpu::from_f32(&[1.5, -2.0], true)?;
+    /// assert_eq!(carrier.get(1)?, Value::Float(-2.0));
+    /// # Ok::<(), strideweave::Error>(())
+    /// ```
+    pub fn from_f32(values: &[f32], mutable: bool) -> Result<Carrier> {
+        let cpu = Cpu::allocate(values.len(), Element::of(DType::FLOAT32)?, true)?;
+        cpu.with_f32_mut(|slots| slots.copy_from_slice(values))?;
+        Carrier::new(cpu, DType::FLOAT32, mutable)
+    }
+
+    /// An Int32 CPU carrier holding a copy of `values`.
+    pub fn from_i32(values: &[i32], mutable: bool) -> Result<Carrier> {
+        let cpu = Cpu::allocate(values.len(), Element::of(DType::INT32)?, true)?;
+        cpu.with_i32_mut(|slots| slots.copy_from_slice(values))?;
+        Carrier::new(cpu, DType::INT32, mutable)
+    }
+
     /// The address of the first slot; `None` when the carrier has no slots or is released.
     ///
     /// The address stays valid until the carrier is released or dropped.
