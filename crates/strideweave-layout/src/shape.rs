@@ -114,6 +114,19 @@ impl Shape {
         &self.extents
     }
 
+    /// The shape with the same tree and the given leaf extents (depth first); fails when the
+    /// count differs or an extent is invalid.
+    pub fn with_leaves(&self, extents: &[usize]) -> Result<Shape> {
+        if extents.len() != self.extents.len() {
+            fail!(
+                "Shape {self} has {} leaves, got {} extents",
+                self.extents.len(),
+                extents.len()
+            );
+        }
+        Shape::from_parts(self.profile.clone(), Small::from_slice(extents))
+    }
+
     /// Top-level mode `k` as a shape of its own (a leaf becomes a rank-1 shape, a tuple
     /// yields its children as modes).
     pub fn mode(&self, k: usize) -> Result<Shape> {

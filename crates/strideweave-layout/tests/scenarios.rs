@@ -354,3 +354,11 @@ fn notation_names_the_position_of_a_malformed_string() {
     assert!(error("99999999999999999999:1".parse::<Layout>()).contains("exceeds i64::MAX"));
     assert!(error("(4,2):(1,(2))".parse::<Layout>()).contains("different trees"));
 }
+
+#[test]
+fn with_leaves_keeps_the_tree() {
+    let s = shape((2, (3, 4)));
+    assert_eq!(s.with_leaves(&[5, 1, 7]).unwrap(), shape((5, (1, 7))));
+    assert!(error(s.with_leaves(&[5, 1])).contains("has 3 leaves, got 2 extents"));
+    assert!(error(s.with_leaves(&[5, 0, 1])).contains("must be >= 1"));
+}

@@ -7,6 +7,7 @@
 use strideweave::carriers::{Cpu, FileBacked};
 use strideweave::layout::{IndexMap, Layout, Shape, SliceKey};
 use strideweave::movement::move_to;
+use strideweave::operation::call;
 use strideweave::{DType, Result, Tensor, Value};
 
 fn main() -> Result<()> {
@@ -15,6 +16,50 @@ fn main() -> Result<()> {
     algebra()?;
     views()?;
     tensors()?;
+    operations()?;
+    Ok(())
+}
+
+fn operations() -> Result<()> {
+    println!("5. Operations: the first tensor's carrier decides, its capabilities gate the plan.");
+    let x = Tensor::compact(
+        Cpu::from_f32(&[1.0, -2.0, 3.0, -4.0, 5.0, -6.0], true)?,
+        Shape::new((2, 3))?,
+    )?;
+    let bias = Tensor::compact(Cpu::from_f32(&[10.0, 20.0], true)?, Shape::new((2, 1))?)?;
+    show("x", &x)?;
+    let shifted = &call("add", [x.clone().into(), bias.clone().into()], &[])?[0];
+    show("x + bias (broadcast over mode 1)", shifted)?;
+    let rectified = &call("relu", [x.clone().into()], &[])?[0];
+    show("relu(x)", rectified)?;
+    let sums = &call("reduce_sum", [x.clone().into()], &[])?[0];
+    println!("   reduce_sum(x) over mode 1 = {:?}", sums.to_values()?);
+    let w = Tensor::compact(
+        Cpu::from_f32(&[1.0, 0.0, 0.5, 0.0, 1.0, 0.5], true)?,
+        Shape::new((2, 3))?,
+    )?;
+    let product = &call("matmul", [x.clone().into(), w.into()], &[])?[0];
+    show(
+        "matmul(x, w): (2,3)·(2,3) contracts mode 1 -> (2,2)",
+        product,
+    )?;
+    let ints = Tensor::compact(Cpu::from_i32(&[i32::MAX], true)?, Shape::new(1)?)?;
+    if let Err(error) = call("add", [ints.clone().into(), ints.into()], &[]) {
+        println!("   Int32 arithmetic is checked: {error}");
+    }
+    let cpu = x.carrier();
+    let capabilities = cpu.capabilities();
+    println!(
+        "   the CPU carrier declares {} capabilities; a few of them:",
+        capabilities.len()
+    );
+    for capability in capabilities
+        .iter()
+        .filter(|c| ["relu", "reduce_sum", "matmul"].contains(&c.operation()))
+    {
+        println!("     {capability}");
+    }
+    println!();
     Ok(())
 }
 

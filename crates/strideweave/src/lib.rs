@@ -9,6 +9,7 @@ pub mod carrier;
 pub mod carriers;
 pub mod dtype;
 pub mod error;
+mod kernels;
 pub mod movement;
 pub mod operation;
 pub mod tensor;

@@ -110,3 +110,86 @@ fn capability_records_validate_and_describe_themselves() {
     let weak = OperandCapability::weak_scalar(DType::FLOAT32).unwrap();
     assert_eq!(weak.dtype(), None);
 }
+
+#[test]
+fn scenario_08_from_plan_matches_exactly_every_field() {
+    use strideweave::operation::{resolve_operation_plan, PlanOperand};
+    let f32_sum =
+        resolve_operation_plan("reduce_sum", &[PlanOperand::Tensor(DType::FLOAT32)], None).unwrap();
+    let f64_sum = resolve_operation_plan(
+        "reduce_sum",
+        &[PlanOperand::Tensor(DType::FLOAT32)],
+        Some(DType::FLOAT64),
+    )
+    .unwrap();
+    let capability = OperationCapability::from_plan(f32_sum.clone());
+    assert!(capability.matches(&f32_sum));
+    assert!(
+        !capability.matches(&f64_sum),
+        "only the accumulator dtype differs"
+    );
+}
+
+#[test]
+fn scenario_08_both_reason_forms() {
+    use strideweave::carrier::{
+        require_capability, supports_operation_plan, unsupported_plan_reason,
+    };
+    use strideweave::operation::{resolve_operation_plan, PlanOperand};
+    let class = CarrierClass::mint("ReasonTest", ClassKind::Independent);
+    register_operation_capabilities(class, [relu(DType::FLOAT32, Arithmetic::Binary32)]).unwrap();
+    let i32_relu =
+        resolve_operation_plan("relu", &[PlanOperand::Tensor(DType::INT32)], None).unwrap();
+    let f32_abs =
+        resolve_operation_plan("abs", &[PlanOperand::Tensor(DType::FLOAT32)], None).unwrap();
+    assert!(!supports_operation_plan(class, &i32_relu));
+    assert_eq!(
+        unsupported_plan_reason(class, &i32_relu).unwrap(),
+        "ReasonTest declares no operation-plan capability for this 'relu' plan: relu with operands (tensor Int32->Int32), int32_exact compute, no accumulation, Int32 output"
+    );
+    assert_eq!(
+        unsupported_plan_reason(class, &f32_abs).unwrap(),
+        "ReasonTest declares no operation-plan capability for 'abs'"
+    );
+    let error = require_capability(class, &i32_relu).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotImplemented);
+    match error {
+        strideweave::Error::UnsupportedOperationPlan(plan) => {
+            assert_eq!(plan.operation(), "relu");
+            assert_eq!(plan.reasons().len(), 1);
+        }
+        other => panic!("expected UnsupportedOperationPlan, got {other:?}"),
+    }
+    let f32_relu =
+        resolve_operation_plan("relu", &[PlanOperand::Tensor(DType::FLOAT32)], None).unwrap();
+    assert!(require_capability(class, &f32_relu)
+        .unwrap()
+        .matches(&f32_relu));
+}
+
+#[test]
+fn shipped_compute_carriers_declare_every_builtin_and_file_backed_nothing() {
+    use strideweave::carriers::{Cpu, FileBacked};
+    use strideweave::operation::BUILTIN_OPERATIONS;
+    let generic = capabilities_for_carrier_class(CarrierClass::of::<Generic>());
+    let cpu = capabilities_for_carrier_class(CarrierClass::of::<Cpu>());
+    assert_eq!(generic, cpu);
+    for op in BUILTIN_OPERATIONS {
+        assert!(generic.iter().any(|c| c.operation() == op), "{op}");
+    }
+    let relus: Vec<String> = generic
+        .iter()
+        .filter(|c| c.operation() == "relu")
+        .map(|c| c.plan().output().name().to_string())
+        .collect();
+    assert_eq!(
+        relus,
+        ["Float32", "Int32"],
+        "CPU relu gives [F32, I32] in order"
+    );
+    assert!(
+        generic.windows(2).all(|w| w[0].cmp_order(&w[1]).is_lt()),
+        "sorted and distinct"
+    );
+    assert!(capabilities_for_carrier_class(CarrierClass::of::<FileBacked>()).is_empty());
+}

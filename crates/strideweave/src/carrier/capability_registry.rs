@@ -12,26 +12,54 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use crate::carrier::class::{CarrierClass, ClassKind};
-use crate::carriers::Generic;
-use crate::error::{Error, Result};
-use crate::operation::OperationCapability;
+use crate::carriers::{Cpu, FileBacked, Generic};
+use crate::dtype::{DType, Value};
+use crate::error::{Error, Result, UnsupportedOperationPlan};
+use crate::operation::{
+    resolve_operation_plan, OperationCapability, OperationPlan, PlanOperand, BUILTIN_OPERATIONS,
+};
 
 type Declarations = HashMap<CarrierClass, Arc<[OperationCapability]>>;
 
 static DECLARED: LazyLock<RwLock<Declarations>> = LazyLock::new(|| {
-    // Shipped classes declare exactly what they execute; the operations issue fills these.
-    let shipped = [
-        CarrierClass::of::<Generic>(),
-        CarrierClass::of::<crate::carriers::Cpu>(),
-        CarrierClass::of::<crate::carriers::FileBacked>(),
-    ];
-    RwLock::new(
-        shipped
-            .into_iter()
-            .map(|class| (class, Arc::from([])))
-            .collect(),
-    )
+    // Shipped classes declare exactly what they execute: Generic and CPU every plan of the
+    // built-in operations, FileBacked nothing.
+    let computing = shipped_computational_capabilities();
+    let mut declared = Declarations::new();
+    declared.insert(CarrierClass::of::<Generic>(), computing.clone());
+    declared.insert(CarrierClass::of::<Cpu>(), computing);
+    declared.insert(CarrierClass::of::<FileBacked>(), Arc::from([]));
+    RwLock::new(declared)
 });
+
+/// Every plan the planner produces for the built-in operations on Float32, Int32 and Bool
+/// tensors, integer, floating and boolean weak scalars, and each accumulator choice: the
+/// set the Generic and CPU kernels execute.
+fn shipped_computational_capabilities() -> Arc<[OperationCapability]> {
+    let tensors = [DType::FLOAT32, DType::INT32, DType::BOOL].map(PlanOperand::Tensor);
+    let scalars = [Value::Int(1), Value::Float(1.0), Value::Bool(true)].map(PlanOperand::Scalar);
+    let mut shapes: Vec<Vec<PlanOperand>> = tensors.iter().map(|t| vec![*t]).collect();
+    for a in tensors {
+        for b in tensors.iter().chain(&scalars) {
+            shapes.push(vec![a, *b]);
+            shapes.push(vec![*b, a]);
+        }
+    }
+    let accumulators = [None, Some(DType::FLOAT32), Some(DType::FLOAT64)];
+    let mut plans: Vec<OperationCapability> = Vec::new();
+    for op in BUILTIN_OPERATIONS {
+        for operands in &shapes {
+            for accumulator in accumulators {
+                if let Ok(plan) = resolve_operation_plan(op, operands, accumulator) {
+                    plans.push(OperationCapability::from_plan(plan));
+                }
+            }
+        }
+    }
+    plans.sort_by(OperationCapability::cmp_order);
+    plans.dedup();
+    plans.into()
+}
 
 /// Declares the complete capability set of the definition-free, independent `class`.
 ///
@@ -86,4 +114,52 @@ pub fn capabilities_for_carrier_class(class: CarrierClass) -> Arc<[OperationCapa
         .entry(class)
         .or_insert_with(|| Arc::from([]))
         .clone()
+}
+
+/// The capability of `class` that authorizes `plan` exactly, if any (seals like every
+/// class-level query).
+pub fn matching_capability(
+    class: CarrierClass,
+    plan: &OperationPlan,
+) -> Option<OperationCapability> {
+    capabilities_for_carrier_class(class)
+        .iter()
+        .find(|c| c.matches(plan))
+        .cloned()
+}
+
+/// Whether `class` declares a capability matching `plan`.
+pub fn supports_operation_plan(class: CarrierClass, plan: &OperationPlan) -> bool {
+    matching_capability(class, plan).is_some()
+}
+
+/// Why `class` cannot execute `plan`, or `None` when it can.
+///
+/// Two forms (semantics-carriers.md §5): "C declares no operation-plan capability for 'op'"
+/// when the class declares nothing for the operation, and "C declares no operation-plan
+/// capability for this 'op' plan: <plan>" when it declares other plans of it.
+pub fn unsupported_plan_reason(class: CarrierClass, plan: &OperationPlan) -> Option<String> {
+    let declared = capabilities_for_carrier_class(class);
+    if declared.iter().any(|c| c.matches(plan)) {
+        return None;
+    }
+    let operation = plan.operation();
+    Some(if declared.iter().any(|c| c.operation() == operation) {
+        format!("{class} declares no operation-plan capability for this '{operation}' plan: {plan}")
+    } else {
+        format!("{class} declares no operation-plan capability for '{operation}'")
+    })
+}
+
+/// The capability authorizing `plan`, or `UnsupportedOperationPlan` with the reason.
+pub fn require_capability(
+    class: CarrierClass,
+    plan: &OperationPlan,
+) -> Result<OperationCapability> {
+    match matching_capability(class, plan) {
+        Some(capability) => Ok(capability),
+        None => Err(Error::UnsupportedOperationPlan(
+            UnsupportedOperationPlan::new(plan.operation(), unsupported_plan_reason(class, plan)),
+        )),
+    }
 }

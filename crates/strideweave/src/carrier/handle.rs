@@ -7,9 +7,13 @@ use std::sync::Arc;
 use crate::carrier::class::CarrierClass;
 use crate::carrier::definition_free::{DefinitionFreeCarrier, ErasedCarrier};
 use crate::carrier::lifecycle::{Lifecycle, OwnershipToken};
+use crate::carrier::{
+    capabilities_for_carrier_class, matching_capability, supports_operation_plan,
+    unsupported_plan_reason,
+};
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
-use crate::operation::Operation;
+use crate::operation::{Operation, OperationCapability, OperationPlan};
 
 /// The implementation behind a carrier handle.
 ///
@@ -301,6 +305,27 @@ impl Carrier {
         self.body()
             .dispatch_op(name)?
             .mark_dispatched(name, self.class())
+    }
+
+    /// The capabilities this carrier executes: its class's declaration (dependent carriers
+    /// will answer from their instance snapshot). Reports reach, not state.
+    pub fn capabilities(&self) -> Arc<[OperationCapability]> {
+        capabilities_for_carrier_class(self.class())
+    }
+
+    /// Whether this carrier executes `plan`.
+    pub fn supports_operation_plan(&self, plan: &OperationPlan) -> bool {
+        supports_operation_plan(self.class(), plan)
+    }
+
+    /// The capability authorizing `plan` on this carrier, if any.
+    pub fn matching_capability(&self, plan: &OperationPlan) -> Option<OperationCapability> {
+        matching_capability(self.class(), plan)
+    }
+
+    /// Why this carrier cannot execute `plan`, or `None` when it can.
+    pub fn unsupported_plan_reason(&self, plan: &OperationPlan) -> Option<String> {
+        unsupported_plan_reason(self.class(), plan)
     }
 
     /// Takes ownership of this carrier on behalf of another (Evictable and its kin).

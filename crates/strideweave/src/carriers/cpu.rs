@@ -27,6 +27,7 @@ use parking_lot::RwLock;
 use crate::carrier::{Carrier, CarrierClass, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, validate_storage_dtype, DType, Value};
 use crate::error::{Error, Result};
+use crate::operation::{Operation, BUILTIN_OPERATIONS};
 
 const NAME: &str = "CPU";
 const STORABLE: [DType; 3] = [DType::FLOAT32, DType::INT32, DType::BOOL];
@@ -167,6 +168,17 @@ impl Cpu {
             .read_recursive()
             .as_ref()
             .and_then(AlignedBuffer::address)
+    }
+
+    /// A fresh, unwrapped CPU body of `size` zeroed slots of `dtype`, for kernels to fill
+    /// through the typed accessors ([`with_f32_mut`](Cpu::with_f32_mut) and its siblings)
+    /// before wrapping it with [`Carrier::new`]: one allocation, no per-element `Value`.
+    ///
+    /// # Errors
+    /// A Value error for a dtype CPU cannot store; a Memory error when the buffer cannot be
+    /// allocated.
+    pub(crate) fn zeroed(size: usize, dtype: DType) -> Result<Cpu> {
+        Cpu::allocate(size, Element::of(dtype)?, true)
     }
 
     /// `slots` zeroed slots of `element` (see [`Cpu::carrier`] for `empty`).
@@ -366,6 +378,19 @@ impl DefinitionFreeCarrier for Cpu {
 
     fn allocate_like(&self, size: usize, dtype: DType, empty: bool) -> Result<Self> {
         Cpu::allocate(size, Element::of(dtype)?, empty)
+    }
+
+    /// A fresh [`Operation`] running the fast CPU kernel of the built-in `name`
+    /// (docs/kernel-semantics.md); NotImplemented for any other name.
+    fn dispatch_op(&self, name: &str) -> Result<Operation> {
+        let Some(&name) = BUILTIN_OPERATIONS.iter().find(|&&known| known == name) else {
+            return Err(Error::NotImplemented(format!(
+                "{NAME} carriers dispatch no operation '{name}' (only the built-in operations)"
+            )));
+        };
+        Ok(Operation::new(move |invocation| {
+            crate::kernels::cpu::execute(name, invocation)
+        }))
     }
 
     fn check_scatter_source(

@@ -3,287 +3,71 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::sync::Arc;
 
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::operation::plan::{Accumulation, Arithmetic, OperandPlan, OperationPlan};
 
-/// How an operand enters an operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum OperandRole {
-    /// A tensor operand.
-    Tensor,
-    /// A Rust scalar that adopts the tensor's kind (a "weak" scalar).
-    WeakScalar,
-}
+/// One operand of a capability (the seed's name for an [`OperandPlan`]).
+pub type OperandCapability = OperandPlan;
 
-impl OperandRole {
-    /// The role's name in capability order and messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            OperandRole::Tensor => "tensor",
-            OperandRole::WeakScalar => "weak_scalar",
-        }
-    }
-}
-
-/// The arithmetic an operation computes in (semantics-operations.md §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Arithmetic {
-    /// IEEE binary32, round to nearest even, no FMA or reassociation.
-    Binary32,
-    /// Exact 32-bit integer arithmetic; leaving the Int32 range is an Overflow error.
-    Int32ExactChecked,
-    /// Exact 32-bit integer arithmetic that cannot leave the range.
-    Int32Exact,
-}
-
-impl Arithmetic {
-    /// The name used in capability order and messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Arithmetic::Binary32 => "binary32",
-            Arithmetic::Int32ExactChecked => "int32_exact_checked",
-            Arithmetic::Int32Exact => "int32_exact",
-        }
-    }
-}
-
-/// How a reduction accumulates (semantics-operations.md §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Accumulation {
-    /// In the accumulator dtype, any order.
-    Floating,
-    /// Ascending order, rounding to binary32 at each step (sums).
-    SequentialBinary32,
-    /// Ascending order, rounding to binary32 at each step (products).
-    SequentialBinary32Product,
-    /// The largest value.
-    Maximum,
-    /// The smallest value.
-    Minimum,
-    /// The position of the first largest value.
-    Argmax,
-    /// The position of the first smallest value.
-    Argmin,
-    /// Exact integers; only the final narrowing is checked.
-    ExactInteger,
-}
-
-impl Accumulation {
-    /// The name used in capability order and messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Accumulation::Floating => "floating",
-            Accumulation::SequentialBinary32 => "sequential_binary32",
-            Accumulation::SequentialBinary32Product => "sequential_binary32_product",
-            Accumulation::Maximum => "maximum",
-            Accumulation::Minimum => "minimum",
-            Accumulation::Argmax => "argmax",
-            Accumulation::Argmin => "argmin",
-            Accumulation::ExactInteger => "exact_integer",
-        }
-    }
-}
-
-/// One operand of an [`OperationCapability`]: its role, its dtype (none for a weak scalar)
-/// and the dtype it is converted to for computing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct OperandCapability {
-    role: OperandRole,
-    dtype: Option<DType>,
-    convert_to: DType,
-}
-
-impl OperandCapability {
-    /// A tensor operand of the simple `dtype`, converted to `convert_to`.
-    pub fn tensor(dtype: DType, convert_to: DType) -> Result<OperandCapability> {
-        for (field, d) in [("dtype", dtype), ("convert_to", convert_to)] {
-            if !d.is_simple() {
-                return Err(Error::Type(format!(
-                    "a tensor operand capability needs a simple {field}, got {d}"
-                )));
-            }
-        }
-        Ok(OperandCapability {
-            role: OperandRole::Tensor,
-            dtype: Some(dtype),
-            convert_to,
-        })
-    }
-
-    /// A weak scalar operand converted to `convert_to`.
-    pub fn weak_scalar(convert_to: DType) -> Result<OperandCapability> {
-        if !convert_to.is_simple() {
-            return Err(Error::Type(format!(
-                "a weak scalar operand capability needs a simple convert_to, got {convert_to}"
-            )));
-        }
-        Ok(OperandCapability {
-            role: OperandRole::WeakScalar,
-            dtype: None,
-            convert_to,
-        })
-    }
-
-    /// The role.
-    pub fn role(&self) -> OperandRole {
-        self.role
-    }
-
-    /// The operand's dtype (`None` for a weak scalar).
-    pub fn dtype(&self) -> Option<DType> {
-        self.dtype
-    }
-
-    /// The dtype it is converted to.
-    pub fn convert_to(&self) -> DType {
-        self.convert_to
-    }
-
-    fn order_key(&self) -> String {
-        format!(
-            "{}:{}:{}",
-            self.role.name(),
-            self.dtype.map_or("", |d| d.name()),
-            self.convert_to.name()
-        )
-    }
-}
-
-/// An exact operation plan a carrier executes: matched field by field, never by similarity.
-///
-/// Immutable, hashable and cheap to clone. Capabilities sort by the string tuple
-/// `(operation, operands, compute, accumulation, accumulator dtype, output)`
-/// (semantics-carriers.md §5), which is the deterministic order of every capability list.
+/// An operation plan a carrier executes, matched field by field — including whether an
+/// accumulation is present — never by similarity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct OperationCapability {
-    operation: Arc<str>,
-    operands: Arc<[OperandCapability]>,
-    compute: Arithmetic,
-    accumulation: Option<Accumulation>,
-    accumulator_dtype: Option<DType>,
-    output: DType,
+    plan: OperationPlan,
 }
 
 impl OperationCapability {
-    /// Builds a capability; fails with a Value error on an empty operand list or name, and
-    /// a Type error on a non-simple output or accumulator dtype.
+    /// Builds a capability from its fields (see [`OperationPlan::new`]).
     pub fn new(
         operation: &str,
-        operands: impl IntoIterator<Item = OperandCapability>,
+        operands: impl IntoIterator<Item = OperandPlan>,
         compute: Arithmetic,
         accumulation: Option<Accumulation>,
         accumulator_dtype: Option<DType>,
         output: DType,
     ) -> Result<OperationCapability> {
-        let operands: Arc<[OperandCapability]> = operands.into_iter().collect();
-        if operation.is_empty() {
-            return Err(Error::Value(
-                "an operation capability needs an operation name".into(),
-            ));
-        }
-        if operands.is_empty() {
-            return Err(Error::Value(format!(
-                "the capability for '{operation}' needs at least one operand"
-            )));
-        }
-        if !output.is_simple() {
-            return Err(Error::Type(format!(
-                "the capability for '{operation}' needs a simple output dtype, got {output}"
-            )));
-        }
-        if let Some(acc) = accumulator_dtype.filter(|d| !d.is_simple()) {
-            return Err(Error::Type(format!(
-                "the capability for '{operation}' needs a simple accumulator dtype, got {acc}"
-            )));
-        }
-        Ok(OperationCapability {
-            operation: operation.into(),
+        OperationPlan::new(
+            operation,
             operands,
             compute,
             accumulation,
             accumulator_dtype,
             output,
-        })
+        )
+        .map(OperationCapability::from_plan)
+    }
+
+    /// The capability of executing exactly `plan`.
+    pub fn from_plan(plan: OperationPlan) -> OperationCapability {
+        OperationCapability { plan }
+    }
+
+    /// Whether this capability authorizes `plan`: equality on every field.
+    pub fn matches(&self, plan: &OperationPlan) -> bool {
+        self.plan == *plan
+    }
+
+    /// The plan this capability executes.
+    pub fn plan(&self) -> &OperationPlan {
+        &self.plan
     }
 
     /// The operation name.
     pub fn operation(&self) -> &str {
-        &self.operation
-    }
-
-    /// The operands, in order.
-    pub fn operands(&self) -> &[OperandCapability] {
-        &self.operands
-    }
-
-    /// The compute arithmetic.
-    pub fn compute(&self) -> Arithmetic {
-        self.compute
-    }
-
-    /// The accumulation, for reductions.
-    pub fn accumulation(&self) -> Option<Accumulation> {
-        self.accumulation
-    }
-
-    /// The accumulator dtype, for reductions.
-    pub fn accumulator_dtype(&self) -> Option<DType> {
-        self.accumulator_dtype
-    }
-
-    /// The output dtype.
-    pub fn output(&self) -> DType {
-        self.output
-    }
-
-    /// The deterministic sort key (semantics-carriers.md §5).
-    fn order_key(&self) -> [String; 6] {
-        [
-            self.operation.to_string(),
-            self.operands
-                .iter()
-                .map(OperandCapability::order_key)
-                .collect::<Vec<_>>()
-                .join("|"),
-            self.compute.name().to_string(),
-            self.accumulation.map_or("", |a| a.name()).to_string(),
-            self.accumulator_dtype.map_or("", |d| d.name()).to_string(),
-            self.output.name().to_string(),
-        ]
+        self.plan.operation()
     }
 
     /// Compares two capabilities in the deterministic capability order.
     pub fn cmp_order(&self, other: &OperationCapability) -> Ordering {
-        self.order_key().cmp(&other.order_key())
+        self.plan.cmp_order(&other.plan)
     }
 }
 
 impl fmt::Display for OperationCapability {
-    /// `relu with operands (tensor Int32->Int32), int32_exact compute, no accumulation, Int32
-    /// output` — the form used in unsupported-plan reasons.
+    /// The plan's description, as unsupported-plan reasons quote it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let operands: Vec<String> = self
-            .operands
-            .iter()
-            .map(|o| match o.dtype {
-                Some(d) => format!("{} {}->{}", o.role.name(), d, o.convert_to),
-                None => format!("{}->{}", o.role.name(), o.convert_to),
-            })
-            .collect();
-        write!(
-            f,
-            "{} with operands ({}), {} compute, ",
-            self.operation,
-            operands.join(", "),
-            self.compute.name()
-        )?;
-        match (self.accumulation, self.accumulator_dtype) {
-            (Some(a), Some(d)) => write!(f, "{} accumulation in {d}", a.name())?,
-            (Some(a), None) => write!(f, "{} accumulation", a.name())?,
-            (None, _) => f.write_str("no accumulation")?,
-        }
-        write!(f, ", {} output", self.output)
+        write!(f, "{}", self.plan)
     }
 }

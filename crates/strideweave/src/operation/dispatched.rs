@@ -6,9 +6,10 @@ use std::sync::{Arc, OnceLock};
 
 use crate::carrier::CarrierClass;
 use crate::error::{Error, Result};
+use crate::operation::ResolvedInvocation;
 use crate::tensor::Tensor;
 
-type Forward = dyn Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync;
+type Forward = dyn Fn(&ResolvedInvocation) -> Result<Vec<Tensor>> + Send + Sync;
 
 struct State {
     /// Set once, by the framework, when the operation is dispatched.
@@ -28,9 +29,10 @@ pub struct Operation {
 }
 
 impl Operation {
-    /// An undispatched operation computing `forward` over its operand tensors.
+    /// An undispatched operation computing `forward`: given a resolved invocation, it returns
+    /// fresh result tensors matching the invocation's result specifications.
     pub fn new(
-        forward: impl Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync + 'static,
+        forward: impl Fn(&ResolvedInvocation) -> Result<Vec<Tensor>> + Send + Sync + 'static,
     ) -> Operation {
         Operation {
             state: Arc::new(State {
@@ -77,14 +79,14 @@ impl Operation {
         Arc::ptr_eq(&self.state, &other.state)
     }
 
-    /// Runs the computation on `operands`.
-    pub fn forward(&self, operands: &[Tensor]) -> Result<Vec<Tensor>> {
+    /// Runs the computation; the framework validates what it returns before publishing.
+    pub(crate) fn forward(&self, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
         if self.state.dispatched.get().is_none() {
             return Err(Error::Runtime(
                 "an operation runs only after a carrier dispatched it".into(),
             ));
         }
-        (self.state.forward)(operands)
+        (self.state.forward)(invocation)
     }
 }
 

@@ -1,13 +1,26 @@
-//! Operations: what a carrier can execute ([`OperationCapability`]) and the computations a
-//! carrier dispatches ([`Operation`]); definitions, dtype planning and the shipped kernels
-//! build on these.
+//! Operations: definitions and schemas, dtype planning, capabilities, and dispatch of a
+//! call to the carrier that executes it (semantics-operations.md §1–2,
+//! semantics-carriers.md §4–5).
 
-mod call;
+mod builtin;
 mod capability;
+mod definition;
+mod dispatch;
 mod dispatched;
+mod invocation;
+mod operand;
+mod plan;
+mod planning;
+mod schema;
 
-pub use call::call;
-pub use capability::{
-    Accumulation, Arithmetic, OperandCapability, OperandRole, OperationCapability,
+pub use capability::{OperandCapability, OperationCapability};
+pub use definition::{
+    operation_definition, operation_definitions, OperationDefinition, ReferenceFn, ResolveFn,
 };
+pub use dispatch::call;
 pub use dispatched::Operation;
+pub use invocation::{BoundOperationCall, ResolvedInvocation, ResultSpec};
+pub use operand::Operand;
+pub use plan::{Accumulation, Arithmetic, OperandPlan, OperandRole, OperationPlan};
+pub use planning::{resolve_operation_plan, PlanOperand, BUILTIN_OPERATIONS};
+pub use schema::{OperandKind, OperandSpec, OperationSchema, OptionSpec, OptionValue};

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use strideweave::carrier::{Carrier, ClassKind, DefinitionFreeCarrier};
-use strideweave::operation::Operation;
+use strideweave::operation::{Operation, ResolvedInvocation};
 use strideweave::{DType, Error, Result, Tensor, Value};
 
 /// A definition-free carrier whose hooks can be made to fail. The marker `M` makes a
@@ -19,6 +19,8 @@ pub struct Flaky<M: 'static = ()> {
     pub fail_writes: AtomicBool,
     pub fail_reads: AtomicBool,
     pub growable: bool,
+    /// Makes the dispatched "neg" return a result with the wrong layout.
+    pub wrong_results: AtomicBool,
     /// The operation the dispatch hook hands out for "cached" (wrongly, every time).
     pub cached: OnceLock<Operation>,
     marker: PhantomData<fn() -> M>,
@@ -31,6 +33,7 @@ impl<M: 'static> Default for Flaky<M> {
             fail_writes: AtomicBool::default(),
             fail_reads: AtomicBool::default(),
             growable: false,
+            wrong_results: AtomicBool::new(false),
             cached: OnceLock::new(),
             marker: PhantomData,
         }
@@ -108,24 +111,33 @@ impl<M: 'static> DefinitionFreeCarrier for Flaky<M> {
         self.growable
     }
 
-    /// "negate" is a fresh operation per call; "cached" reuses one (a contract violation).
+    /// "neg" is a fresh operation per call computing the built-in `neg` (with a wrong result
+    /// layout while `wrong_results` is set); "cached" reuses one operation (a contract
+    /// violation).
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
-        let negate = || {
-            Operation::new(|operands: &[Tensor]| {
-                let input = operands
-                    .first()
-                    .ok_or_else(|| Error::Type("negate needs one tensor".into()))?;
+        let wrong = self.wrong_results.load(Ordering::SeqCst);
+        let negate = move || {
+            Operation::new(move |invocation: &ResolvedInvocation| {
+                let input = invocation.call().tensor(0)?;
                 let values = input
                     .to_values()?
                     .into_iter()
                     .map(|v| Value::Float(-v.as_f64().unwrap_or(0.0)))
                     .collect::<Vec<_>>();
-                let carrier = input.carrier().new_like(&values, true, None)?;
-                Ok(vec![Tensor::compact(carrier, input.shape().clone())?])
+                let spec = &invocation.results()[0];
+                let carrier = input
+                    .carrier()
+                    .new_like(&values, true, Some(spec.dtype()))?;
+                let layout = if wrong {
+                    spec.layout().unsqueeze(0)?
+                } else {
+                    spec.layout().clone()
+                };
+                Ok(vec![Tensor::new(carrier, 0, layout)?])
             })
         };
         match name {
-            "negate" => Ok(negate()),
+            "neg" => Ok(negate()),
             "cached" => Ok(self.cached.get_or_init(negate).clone()),
             _ => Err(Error::NotImplemented(format!(
                 "Flaky dispatches no '{name}'"

@@ -1,0 +1,822 @@
+//! Elementwise CPU kernels: the unary and binary built-ins, comparisons included.
+//!
+//! Every operand is read at the result's ordinals through its layout broadcast to the result
+//! shape, jointly coalesced with the result ([`Walk`]), so each kernel loops over long runs:
+//! a contiguous operand of the computed type is read in place, a stride-0 operand (or a weak
+//! scalar) is one value, anything else (another stride, Int32 read as Float32) is gathered
+//! into a small buffer first. An operand read transposed (a large stride along the result's
+//! fastest leaf, a small one along the next) is copied in tiles, row by row along its own
+//! contiguous direction, so its cache lines are not fetched once per element. The run loops
+//! are compiled for the running CPU's vector units ([`pulp`] runtime dispatch) and large
+//! results are split over two threads.
+//!
+//! Float32 is plain IEEE binary32 arithmetic (no fused multiply-add, no reassociation), so the
+//! results equal the Generic reference bit for bit; Int32 `add sub mul elementwise_mul neg
+//! abs` compute exactly in i64 and report the first result outside the Int32 range as an
+//! Overflow error naming the operation and the operands.
+
+use strideweave_layout::Layout;
+
+use super::parallel::{join, midpoint, threaded};
+use super::slots::{with_slots, Compute, Slots, Stored};
+use super::strided::{broadcast_strides, fits, Small, Walk};
+use super::{fresh_result, overflow, result_spec};
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::operation::{Arithmetic, Operand, ResolvedInvocation};
+use crate::tensor::Tensor;
+
+/// Elements gathered per step when an operand cannot be read in place.
+const BLOCK: usize = 512;
+
+/// Runs shorter than this skip the vector-unit dispatch (its fixed cost would dominate).
+const DISPATCH_MIN: usize = 16;
+
+/// A per-element operation: the stored result and whether it left the Int32 range.
+trait Op<T, O>: Fn(T, T) -> (O, bool) + Copy + Send + Sync {}
+
+impl<T, O, F: Fn(T, T) -> (O, bool) + Copy + Send + Sync> Op<T, O> for F {}
+
+/// Describes the operands of an overflowing element for the error message (`2147483647 +
+/// 1`).
+type Describe<T> = fn(T, T) -> String;
+
+/// Executes the elementwise built-in `name` (unary or binary).
+///
+/// # Errors
+/// NotImplemented for a plan the CPU kernels do not compute (operands converting to
+/// different dtypes, an arithmetic that does not match them), Overflow for an Int32 result
+/// outside the range, and the carrier's errors.
+pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let plan = invocation.plan();
+    let mut converts = plan.operands().iter().map(|o| o.convert_to());
+    let convert = converts.next().unwrap_or(DType::ANY);
+    let compute = plan.compute();
+    let consistent = converts.all(|c| c == convert)
+        && match compute {
+            Arithmetic::Binary32 => convert == DType::FLOAT32,
+            Arithmetic::Int32ExactChecked | Arithmetic::Int32Exact => {
+                convert == DType::INT32 || convert == DType::BOOL
+            }
+        };
+    if !consistent {
+        return Err(unsupported(name, invocation));
+    }
+    if convert == DType::FLOAT32 {
+        float32(name, invocation)
+    } else if convert == DType::INT32 {
+        int32(name, invocation)
+    } else if name == "eq" {
+        binary::<u8, u8>(
+            name,
+            invocation,
+            |a, b| (u8::from((a != 0) == (b != 0)), false),
+            describe_none,
+        )
+    } else {
+        Err(unsupported(name, invocation))
+    }
+}
+
+/// The NotImplemented error of a plan these kernels do not compute.
+fn unsupported(name: &str, invocation: &ResolvedInvocation) -> Error {
+    Error::NotImplemented(format!(
+        "the CPU kernel of '{name}' does not execute the plan {}",
+        invocation.plan()
+    ))
+}
+
+/// The Float32 (Binary32) operations.
+fn float32(name: &str, inv: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let none = describe_none::<f32>;
+    match name {
+        "add" => binary::<f32, f32>(name, inv, |a, b| (a + b, false), none),
+        "sub" => binary::<f32, f32>(name, inv, |a, b| (a - b, false), none),
+        "mul" | "elementwise_mul" => binary::<f32, f32>(name, inv, |a, b| (a * b, false), none),
+        "div" => binary::<f32, f32>(name, inv, |a, b| (a / b, false), none),
+        "maximum" => binary::<f32, f32>(name, inv, |a, b| (maximum_f32(a, b), false), none),
+        "minimum" => binary::<f32, f32>(name, inv, |a, b| (minimum_f32(a, b), false), none),
+        "eq" => binary::<f32, u8>(name, inv, |a, b| (u8::from(a == b), false), none),
+        "lt" => binary::<f32, u8>(name, inv, |a, b| (u8::from(a < b), false), none),
+        "le" => binary::<f32, u8>(name, inv, |a, b| (u8::from(a <= b), false), none),
+        "neg" => unary::<f32, f32>(name, inv, |a| (-a, false), none),
+        "abs" => unary::<f32, f32>(name, inv, |a| (a.abs(), false), none),
+        "exp" => unary::<f32, f32>(name, inv, |a| (a.exp(), false), none),
+        "log" => unary::<f32, f32>(name, inv, |a| (a.ln(), false), none),
+        "sqrt" => unary::<f32, f32>(name, inv, |a| (a.sqrt(), false), none),
+        "tanh" => unary::<f32, f32>(name, inv, |a| (a.tanh(), false), none),
+        "sigmoid" => unary::<f32, f32>(name, inv, |a| (1.0 / (1.0 + (-a).exp()), false), none),
+        "relu" => unary::<f32, f32>(name, inv, |a| (relu_f32(a), false), none),
+        _ => Err(unsupported(name, inv)),
+    }
+}
+
+/// The Int32 operations: checked where the plan can leave the range, exact otherwise.
+fn int32(name: &str, inv: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let none = describe_none::<i32>;
+    match name {
+        "add" => binary::<i32, i32>(
+            name,
+            inv,
+            |a, b| narrow(i64::from(a) + i64::from(b)),
+            |a, b| format!("{a} + {b}"),
+        ),
+        "sub" => binary::<i32, i32>(
+            name,
+            inv,
+            |a, b| narrow(i64::from(a) - i64::from(b)),
+            |a, b| format!("{a} - {b}"),
+        ),
+        "mul" | "elementwise_mul" => binary::<i32, i32>(
+            name,
+            inv,
+            |a, b| narrow(i64::from(a) * i64::from(b)),
+            |a, b| format!("{a} * {b}"),
+        ),
+        "maximum" => binary::<i32, i32>(name, inv, |a, b| (a.max(b), false), none),
+        "minimum" => binary::<i32, i32>(name, inv, |a, b| (a.min(b), false), none),
+        "eq" => binary::<i32, u8>(name, inv, |a, b| (u8::from(a == b), false), none),
+        "lt" => binary::<i32, u8>(name, inv, |a, b| (u8::from(a < b), false), none),
+        "le" => binary::<i32, u8>(name, inv, |a, b| (u8::from(a <= b), false), none),
+        "neg" => unary::<i32, i32>(
+            name,
+            inv,
+            |a| narrow(-i64::from(a)),
+            |a, _| format!("-({a})"),
+        ),
+        "abs" => unary::<i32, i32>(
+            name,
+            inv,
+            |a| narrow(i64::from(a).abs()),
+            |a, _| format!("|{a}|"),
+        ),
+        "relu" => unary::<i32, i32>(name, inv, |a| (a.max(0), false), none),
+        _ => Err(unsupported(name, inv)),
+    }
+}
+
+/// An exact i64 result narrowed to Int32, and whether it left the range.
+#[inline(always)]
+fn narrow(exact: i64) -> (i32, bool) {
+    let narrowed = exact as i32;
+    (narrowed, i64::from(narrowed) != exact)
+}
+
+/// The description of operations that cannot overflow (never called).
+fn describe_none<T>(_: T, _: T) -> String {
+    String::new()
+}
+
+/// `a > 0 ? a : 0`, NaN staying NaN.
+#[inline(always)]
+fn relu_f32(a: f32) -> f32 {
+    if a > 0.0 || a.is_nan() {
+        a
+    } else {
+        0.0
+    }
+}
+
+/// The larger of two binary32 values: the first NaN operand when either is NaN, and +0.0
+/// over −0.0 (IEEE 754-2019 `maximum`, as the Generic reference).
+#[inline(always)]
+pub(super) fn maximum_f32(a: f32, b: f32) -> f32 {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() || b > a {
+        b
+    } else if a > b || !a.is_sign_negative() {
+        a
+    } else {
+        b
+    }
+}
+
+/// The smaller of two binary32 values: the first NaN operand when either is NaN, and −0.0
+/// under +0.0 (IEEE 754-2019 `minimum`).
+#[inline(always)]
+fn minimum_f32(a: f32, b: f32) -> f32 {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() || b < a {
+        b
+    } else if a < b || a.is_sign_negative() {
+        a
+    } else {
+        b
+    }
+}
+
+/// One operand as the kernels read it.
+#[derive(Clone, Copy)]
+enum Side<'a, T> {
+    /// A weak scalar, converted once (also the absent second operand of a unary op).
+    Scalar(T),
+    /// A tensor's slots, read from `offset` on.
+    Tensor {
+        /// The carrier's slots.
+        slots: Slots<'a>,
+        /// The tensor's offset.
+        offset: usize,
+    },
+}
+
+/// The values of one operand over one run.
+#[derive(Clone, Copy)]
+enum Run<'a, T> {
+    /// One value for every element.
+    Scalar(T),
+    /// One value per element.
+    Slice(&'a [T]),
+}
+
+impl<T: Copy> Run<'_, T> {
+    /// The value of element `t` (`t` within the run).
+    fn at(self, t: usize) -> Option<T> {
+        match self {
+            Run::Scalar(x) => Some(x),
+            Run::Slice(s) => s.get(t).copied(),
+        }
+    }
+}
+
+impl<'a, T: Compute> Side<'a, T> {
+    /// Whether reading `len > 1` elements at `stride` needs a gather into a buffer.
+    fn gathers(self, stride: usize) -> bool {
+        match self {
+            Side::Scalar(_) => false,
+            Side::Tensor { slots, .. } => {
+                stride != 0 && (stride != 1 || T::direct(slots).is_none())
+            }
+        }
+    }
+
+    /// The values at `base + t·stride` (relative to the offset) for `t < len`: in place,
+    /// one value, or gathered into `buffer` (at least `len` long).
+    fn run<'b>(
+        self,
+        base: usize,
+        stride: usize,
+        len: usize,
+        buffer: &'b mut [T],
+    ) -> Option<Run<'b, T>>
+    where
+        'a: 'b,
+    {
+        let (slots, offset) = match self {
+            Side::Scalar(x) => return Some(Run::Scalar(x)),
+            Side::Tensor { slots, offset } => (slots, offset),
+        };
+        let start = offset.checked_add(base)?;
+        if !super::strided::fits(start, stride, len, slots.len()) {
+            return None;
+        }
+        if stride == 0 {
+            return Some(Run::Scalar(T::load(slots, start)));
+        }
+        if let (1, Some(direct)) = (stride, T::direct(slots)) {
+            return direct.get(start..start + len).map(Run::Slice);
+        }
+        let buffer = buffer.get_mut(..len)?;
+        T::gather(slots, start, stride, buffer);
+        Some(Run::Slice(buffer))
+    }
+}
+
+/// The unary operation `op` on the single tensor operand.
+fn unary<T: Compute, O: Stored>(
+    name: &str,
+    invocation: &ResolvedInvocation,
+    op: impl Fn(T) -> (O, bool) + Copy + Send + Sync,
+    describe: Describe<T>,
+) -> Result<Vec<Tensor>> {
+    let [x] = operands::<1>(name, invocation)?;
+    let spec = result_spec::<O>(name, invocation)?;
+    let unit = Operand::Scalar(crate::dtype::Value::Bool(false));
+    let walk = walk(spec.layout(), [x, &unit])?;
+    with_side::<T, _>(name, x, |a| {
+        fresh_result::<O>(spec, |out| {
+            drive(
+                name,
+                &walk,
+                a,
+                Side::Scalar(T::default()),
+                out,
+                move |a, _| op(a),
+                describe,
+            )
+        })
+    })
+}
+
+/// The binary operation `op` on two operands (tensors or a tensor and a weak scalar).
+fn binary<T: Compute, O: Stored>(
+    name: &str,
+    invocation: &ResolvedInvocation,
+    op: impl Op<T, O>,
+    describe: Describe<T>,
+) -> Result<Vec<Tensor>> {
+    let [lhs, rhs] = operands::<2>(name, invocation)?;
+    let spec = result_spec::<O>(name, invocation)?;
+    let walk = walk(spec.layout(), [lhs, rhs])?;
+    with_side::<T, _>(name, lhs, |a| {
+        with_side::<T, _>(name, rhs, |b| {
+            fresh_result::<O>(spec, |out| drive(name, &walk, a, b, out, op, describe))
+        })
+    })
+}
+
+/// The call's operands, exactly `N` of them (a Value error otherwise).
+fn operands<'a, const N: usize>(
+    name: &str,
+    invocation: &'a ResolvedInvocation,
+) -> Result<&'a [Operand; N]> {
+    let operands = invocation.call().operands();
+    <&[Operand; N]>::try_from(operands).map_err(|_| {
+        Error::Value(format!(
+            "'{name}' takes {N} operand(s), the invocation has {}",
+            operands.len()
+        ))
+    })
+}
+
+/// The walk of the result's ordinals over both operands: one flat run when every operand
+/// is dense like the result or a single value, else jointly coalesced strides.
+fn walk(result: &Layout, operands: [&Operand; 2]) -> Result<Walk<2>> {
+    let flat = |operand: &Operand| match operand {
+        Operand::Scalar(_) => Some(0),
+        Operand::Tensor(t) if t.size() == 1 => Some(0),
+        Operand::Tensor(t) if t.layout() == result => Some(1),
+        Operand::Tensor(_) => None,
+    };
+    if let (Some(a), Some(b)) = (flat(operands[0]), flat(operands[1])) {
+        return Ok(Walk::flat(result.size(), [a, b]));
+    }
+    let extents = result.shape().leaves();
+    let (a, b) = (
+        side_strides(operands[0], extents)?,
+        side_strides(operands[1], extents)?,
+    );
+    Walk::new(extents, [a.as_slice(), b.as_slice()])
+}
+
+/// The strides an operand reads at the result's leaves (all 0 for a weak scalar).
+fn side_strides(operand: &Operand, extents: &[usize]) -> Result<Small<usize>> {
+    match operand {
+        Operand::Tensor(t) => broadcast_strides(t.layout(), extents),
+        Operand::Scalar(_) => Ok(Small::filled(0, extents.len())),
+    }
+}
+
+/// Runs `f` on `operand` as a [`Side`]: a weak scalar converted once, or a tensor's slots
+/// under its carrier's read lock.
+fn with_side<T: Compute, R>(
+    name: &str,
+    operand: &Operand,
+    f: impl FnOnce(Side<'_, T>) -> Result<R>,
+) -> Result<R> {
+    match operand {
+        Operand::Scalar(value) => f(Side::Scalar(T::from_value(name, *value)?)),
+        Operand::Tensor(t) => {
+            if !T::reads(t.dtype()) {
+                return Err(Error::NotImplemented(format!(
+                    "the CPU kernel of '{name}' does not convert {} tensors to {}",
+                    t.dtype(),
+                    T::DTYPE
+                )));
+            }
+            with_slots(name, t, |slots| {
+                f(Side::Tensor {
+                    slots,
+                    offset: t.offset(),
+                })
+            })
+        }
+    }
+}
+
+/// Fills `out` (the result, in ordinal order) with `op(a, b)`, on two threads when large.
+fn drive<T: Compute, O: Stored>(
+    name: &str,
+    walk: &Walk<2>,
+    a: Side<'_, T>,
+    b: Side<'_, T>,
+    out: &mut [O],
+    op: impl Op<T, O>,
+    describe: Describe<T>,
+) -> Result<()> {
+    if walk.size() != out.len() {
+        return Err(Error::Value(format!(
+            "'{name}': the operands cover {} elements but the result has {}",
+            walk.size(),
+            out.len()
+        )));
+    }
+    if !threaded(out.len()) {
+        return part(name, walk, a, b, 0, out, op, describe);
+    }
+    let mid = midpoint(out.len());
+    let (low, high) = out.split_at_mut(mid);
+    let (first, second) = join(
+        || part(name, walk, a, b, 0, low, op, describe),
+        || part(name, walk, a, b, mid, high, op, describe),
+    );
+    first.and(second)
+}
+
+/// Fills `out`, the result ordinals `begin..begin + out.len()`, run by run (in tiles when an
+/// operand is read transposed).
+#[allow(clippy::too_many_arguments)]
+fn part<T: Compute, O: Stored>(
+    name: &str,
+    walk: &Walk<2>,
+    a: Side<'_, T>,
+    b: Side<'_, T>,
+    begin: usize,
+    out: &mut [O],
+    op: impl Op<T, O>,
+    describe: Describe<T>,
+) -> Result<()> {
+    let (_, strides) = walk.inner();
+    let across = transposing(walk, a, b);
+    let chunked = a.gathers(strides[0]) || b.gathers(strides[1]);
+    // Buffers only when some operand is gathered (a tiny op allocates nothing).
+    let buffer_len = if chunked { BLOCK } else { 0 };
+    let mut buffers = [
+        vec![T::default(); buffer_len],
+        vec![T::default(); buffer_len],
+    ];
+    let tile_len = |k: usize| if across[k] { TILE_ROWS * TILE_COLS } else { 0 };
+    let mut tiles = [
+        vec![T::default(); tile_len(0)],
+        vec![T::default(); tile_len(1)],
+    ];
+    let end = begin + out.len();
+    // Fills the rows `row..row + len` of the runs (ordinal, bases) in `columns`; a side read
+    // `across` the runs is first copied, row by row, into its tile buffer.
+    let mut visit = |columns: &[(usize, [usize; 2])], row: usize, len: usize, across: [bool; 2]| {
+        for (k, side) in [a, b].into_iter().enumerate() {
+            if across[k] {
+                fill_tile(side, k, columns, (row, len), strides[k], &mut tiles[k])
+                    .ok_or_else(|| out_of_range(name))?;
+            }
+        }
+        for (c, &(ordinal, bases)) in columns.iter().enumerate() {
+            let start = ordinal + row - begin;
+            let out = out
+                .get_mut(start..start + len)
+                .ok_or_else(|| out_of_range(name))?;
+            let step = if chunked { BLOCK } else { len.max(1) };
+            for (n, chunk) in out.chunks_mut(step).enumerate() {
+                let done = row + n * step;
+                let [ta, tb] = &tiles;
+                let [ba, bb] = &mut buffers;
+                let ra = side_run(
+                    a,
+                    across[0],
+                    ta,
+                    c,
+                    bases[0],
+                    done,
+                    strides[0],
+                    chunk.len(),
+                    ba,
+                );
+                let rb = side_run(
+                    b,
+                    across[1],
+                    tb,
+                    c,
+                    bases[1],
+                    done,
+                    strides[1],
+                    chunk.len(),
+                    bb,
+                );
+                let (Some(ra), Some(rb)) = (ra, rb) else {
+                    return Err(out_of_range(name));
+                };
+                if apply(ra, rb, chunk, op) {
+                    return Err(first_overflow(name, ra, rb, chunk.len(), op, describe));
+                }
+            }
+        }
+        Ok(())
+    };
+    if across != [false, false] {
+        match tiled(walk, begin, end, across, &mut visit) {
+            // Tiles run out of ordinal order: find the first overflow in order below.
+            Err(error) if error.kind() == ErrorKind::Overflow => {}
+            done => return done,
+        }
+    }
+    walk.runs(begin, end, |ordinal, bases, len| {
+        visit(&[(ordinal, bases)], 0, len, [false, false])
+    })
+}
+
+/// The values of one side over `len` elements from row `row` of run `column`: from its tile
+/// when the side is read across the runs, else read (or gathered) from its slots.
+#[allow(clippy::too_many_arguments)]
+fn side_run<'b, T: Compute>(
+    side: Side<'b, T>,
+    across: bool,
+    tile: &'b [T],
+    column: usize,
+    base: usize,
+    row: usize,
+    stride: usize,
+    len: usize,
+    buffer: &'b mut [T],
+) -> Option<Run<'b, T>> {
+    if across {
+        let start = column * TILE_ROWS;
+        return tile.get(start..start + len).map(Run::Slice);
+    }
+    side.run(base + row * stride, stride, len, buffer)
+}
+
+/// Rows (ordinals along the first leaf) per tile of [`tiled`].
+const TILE_ROWS: usize = 128;
+
+/// Runs of the first leaf per tile of [`tiled`].
+const TILE_COLS: usize = 64;
+
+/// Which operands read the first leaf at a large stride but the second one closer together
+/// (a transposed view): whole runs would touch a new cache line per element of such an
+/// operand, so [`tiled`] visits the result in tiles and copies its tiles row by row.
+fn transposing<T: Compute>(walk: &Walk<2>, a: Side<'_, T>, b: Side<'_, T>) -> [bool; 2] {
+    let [(rows, first), (_, second), ..] = walk.leaves() else {
+        return [false, false];
+    };
+    let across = |side: Side<'_, T>, k: usize| {
+        *rows >= TILE_ROWS
+            && matches!(side, Side::Tensor { .. })
+            && first[k] > 1
+            && second[k] < first[k]
+    };
+    [across(a, 0), across(b, 1)]
+}
+
+/// Visits the ordinals `begin..end` like [`Walk::runs`], but whole runs of the first leaf
+/// go in tiles of [`TILE_COLS`] runs by [`TILE_ROWS`] rows: `visit(columns, row, len,
+/// across)` fills rows `row..row + len` of each `(ordinal, bases)` run in `columns`. Partial
+/// runs at either end are visited whole, as single-run tiles read in place.
+fn tiled(
+    walk: &Walk<2>,
+    begin: usize,
+    end: usize,
+    across: [bool; 2],
+    visit: &mut impl FnMut(&[(usize, [usize; 2])], usize, usize, [bool; 2]) -> Result<()>,
+) -> Result<()> {
+    let plain = [false, false];
+    let (rows, _) = walk.inner();
+    let head_end = begin.div_ceil(rows).saturating_mul(rows).min(end);
+    walk.runs(begin, head_end, |o, bases, len| {
+        visit(&[(o, bases)], 0, len, plain)
+    })?;
+    let body_end = (end / rows * rows).max(head_end);
+    let mut column = head_end;
+    while column < body_end {
+        let group_end = column.saturating_add(TILE_COLS * rows).min(body_end);
+        let mut columns = [(0usize, [0usize; 2]); TILE_COLS];
+        let mut count = 0;
+        walk.runs(column, group_end, |ordinal, bases, _| {
+            let slot = columns
+                .get_mut(count)
+                .ok_or_else(|| Error::Value("a tile holds too many runs".into()))?;
+            *slot = (ordinal, bases);
+            count += 1;
+            Ok::<(), Error>(())
+        })?;
+        let columns = columns.get(..count).unwrap_or_default();
+        for row in (0..rows).step_by(TILE_ROWS) {
+            visit(columns, row, TILE_ROWS.min(rows - row), across)?;
+        }
+        column = group_end;
+    }
+    walk.runs(body_end, end, |o, bases, len| {
+        visit(&[(o, bases)], 0, len, plain)
+    })
+}
+
+/// Copies rows `row..row + len` of every run in `columns` of operand `k` (read at `stride`
+/// along the runs) into `tile`, run `c` at `c · TILE_ROWS`: the reads go row by row, across
+/// the runs, which is along the operand's own contiguous direction. `None` when a slot is
+/// out of range.
+fn fill_tile<T: Compute>(
+    side: Side<'_, T>,
+    k: usize,
+    columns: &[(usize, [usize; 2])],
+    (row, len): (usize, usize),
+    stride: usize,
+    tile: &mut [T],
+) -> Option<()> {
+    let Side::Tensor { slots, offset } = side else {
+        return Some(());
+    };
+    if columns.len() > TILE_COLS || columns.len() * TILE_ROWS > tile.len() || len > TILE_ROWS {
+        return None;
+    }
+    let mut starts = [0usize; TILE_COLS];
+    for (start, &(_, bases)) in starts.iter_mut().zip(columns) {
+        *start = offset
+            .checked_add(bases[k])?
+            .checked_add(row.checked_mul(stride)?)?;
+        if !fits(*start, stride, len, slots.len()) {
+            return None;
+        }
+    }
+    let starts = starts.get(..columns.len())?;
+    match T::direct(slots) {
+        Some(values) => {
+            for r in 0..len {
+                let shift = r * stride;
+                for (c, &start) in starts.iter().enumerate() {
+                    let x = values.get(start + shift);
+                    if let (Some(slot), Some(&x)) = (tile.get_mut(c * TILE_ROWS + r), x) {
+                        *slot = x;
+                    }
+                }
+            }
+        }
+        None => {
+            for r in 0..len {
+                for (c, &start) in starts.iter().enumerate() {
+                    if let Some(slot) = tile.get_mut(c * TILE_ROWS + r) {
+                        *slot = T::load(slots, start + r * stride);
+                    }
+                }
+            }
+        }
+    }
+    Some(())
+}
+
+/// The Index error of an operand whose slots do not cover its layout (ruled out upfront).
+fn out_of_range(name: &str) -> Error {
+    Error::Index(format!(
+        "'{name}': an operand's layout reaches past its slots"
+    ))
+}
+
+/// The Overflow error naming the first overflowing element of a run.
+fn first_overflow<T: Copy, O>(
+    name: &str,
+    a: Run<'_, T>,
+    b: Run<'_, T>,
+    len: usize,
+    op: impl Op<T, O>,
+    describe: Describe<T>,
+) -> Error {
+    for t in 0..len {
+        if let (Some(x), Some(y)) = (a.at(t), b.at(t)) {
+            if op(x, y).1 {
+                return overflow(name, describe(x, y));
+            }
+        }
+    }
+    overflow(name, "a result left the Int32 range")
+}
+
+/// `out[t] = op(a[t], b[t])` over one run; whether any element overflowed. Long runs run
+/// compiled for the best vector extension the CPU has.
+#[inline]
+fn apply<T: Copy, O: Copy>(a: Run<'_, T>, b: Run<'_, T>, out: &mut [O], op: impl Op<T, O>) -> bool {
+    if out.len() < DISPATCH_MIN {
+        return apply_loop(a, b, out, op);
+    }
+    pulp::Arch::new().dispatch(Apply { a, b, out, op })
+}
+
+/// [`apply_loop`] as a [`pulp::WithSimd`] operation, so that it is compiled (inlined) inside
+/// pulp's target-feature functions.
+struct Apply<'a, T, O, F> {
+    /// The first operand's values.
+    a: Run<'a, T>,
+    /// The second operand's values.
+    b: Run<'a, T>,
+    /// The result run.
+    out: &'a mut [O],
+    /// The element operation.
+    op: F,
+}
+
+impl<T: Copy, O: Copy, F: Op<T, O>> pulp::WithSimd for Apply<'_, T, O, F> {
+    type Output = bool;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) -> bool {
+        apply_loop(self.a, self.b, self.out, self.op)
+    }
+}
+
+/// The plain loops the compiler vectorizes: one per combination of in-place and single
+/// values.
+#[inline(always)]
+fn apply_loop<T: Copy, O: Copy>(
+    a: Run<'_, T>,
+    b: Run<'_, T>,
+    out: &mut [O],
+    op: impl Op<T, O>,
+) -> bool {
+    let mut overflowed = false;
+    match (a, b) {
+        (Run::Slice(a), Run::Slice(b)) => {
+            for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                let (r, v) = op(x, y);
+                *o = r;
+                overflowed |= v;
+            }
+        }
+        (Run::Slice(a), Run::Scalar(y)) => {
+            for (o, &x) in out.iter_mut().zip(a) {
+                let (r, v) = op(x, y);
+                *o = r;
+                overflowed |= v;
+            }
+        }
+        (Run::Scalar(x), Run::Slice(b)) => {
+            for (o, &y) in out.iter_mut().zip(b) {
+                let (r, v) = op(x, y);
+                *o = r;
+                overflowed |= v;
+            }
+        }
+        (Run::Scalar(x), Run::Scalar(y)) => {
+            let (r, v) = op(x, y);
+            out.fill(r);
+            overflowed = v && !out.is_empty();
+        }
+    }
+    overflowed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extrema_propagate_nan_and_order_signed_zeros() {
+        assert!(maximum_f32(f32::NAN, 1.0).is_nan());
+        assert!(maximum_f32(1.0, f32::NAN).is_nan());
+        assert!(minimum_f32(f32::NAN, 1.0).is_nan());
+        assert!(minimum_f32(1.0, f32::NAN).is_nan());
+        assert_eq!(maximum_f32(2.0, -3.0), 2.0);
+        assert_eq!(minimum_f32(2.0, -3.0), -3.0);
+        assert!(maximum_f32(-0.0, 0.0).is_sign_positive());
+        assert!(maximum_f32(0.0, -0.0).is_sign_positive());
+        assert!(minimum_f32(-0.0, 0.0).is_sign_negative());
+        assert!(minimum_f32(0.0, -0.0).is_sign_negative());
+        assert_eq!(maximum_f32(-1.0, -1.0), -1.0);
+    }
+
+    #[test]
+    fn relu_keeps_nan_and_zeroes_negative_zero() {
+        assert!(relu_f32(f32::NAN).is_nan());
+        assert_eq!(relu_f32(-0.0).to_bits(), 0.0f32.to_bits());
+        assert_eq!(relu_f32(-2.0), 0.0);
+        assert_eq!(relu_f32(3.5), 3.5);
+    }
+
+    #[test]
+    fn narrowing_flags_results_outside_int32() {
+        assert_eq!(narrow(i64::from(i32::MAX)), (i32::MAX, false));
+        assert!(narrow(i64::from(i32::MAX) + 1).1);
+        assert!(narrow(-i64::from(i32::MIN)).1);
+    }
+
+    #[test]
+    fn run_loops_cover_every_combination() {
+        let add = |a: i32, b: i32| narrow(i64::from(a) + i64::from(b));
+        let mut out = [0; 3];
+        assert!(!apply(
+            Run::Slice(&[1, 2, 3]),
+            Run::Scalar(10),
+            &mut out,
+            add
+        ));
+        assert_eq!(out, [11, 12, 13]);
+        assert!(!apply(
+            Run::Scalar(1),
+            Run::Slice(&[1, 2, 3]),
+            &mut out,
+            add
+        ));
+        assert_eq!(out, [2, 3, 4]);
+        assert!(apply(Run::Scalar(i32::MAX), Run::Scalar(1), &mut out, add));
+        let long: Vec<i32> = (0..100).collect();
+        let mut wide = vec![0; 100];
+        assert!(!apply(Run::Slice(&long), Run::Slice(&long), &mut wide, add));
+        assert_eq!(wide[99], 198);
+        let error = first_overflow(
+            "add",
+            Run::Slice(&[0, i32::MAX]),
+            Run::Scalar(1),
+            2,
+            add,
+            |a, b| format!("{a} + {b}"),
+        );
+        assert!(error.to_string().contains("2147483647 + 1"), "{error}");
+    }
+}

@@ -1,0 +1,115 @@
+//! The fast CPU kernels of the built-in operations (docs/kernel-semantics.md,
+//! architecture.md §8).
+//!
+//! They compute what the Generic reference computes, on native slices instead of per-element
+//! `Value`s: operands are borrowed under their carriers' read locks, layouts are walked in
+//! the longest runs their strides allow ([`strided`]), run loops are compiled for the
+//! running CPU's vector units (`pulp`), work above [`parallel::THREADING_THRESHOLD`]
+//! elements is split over two threads, and `matmul` runs on `faer` directly on the operands'
+//! strides. Each result is a fresh mutable CPU carrier of exactly the result layout's cosize
+//! (version 0) under the canonical layout; operands are never written.
+
+mod elementwise;
+mod matmul;
+mod parallel;
+mod reduce;
+mod slots;
+mod strided;
+
+use std::fmt;
+
+use slots::Stored;
+
+use crate::carrier::Carrier;
+use crate::carriers::Cpu;
+use crate::error::{Error, Result};
+use crate::operation::{ResolvedInvocation, ResultSpec};
+use crate::tensor::Tensor;
+
+/// Executes the built-in operation `name` on `invocation` and returns its single fresh
+/// result.
+///
+/// # Errors
+/// - NotImplemented for a name that is not a built-in operation or a plan the CPU kernels do
+///   not compute;
+/// - Value when the invocation's plan names another operation or its operands do not fit
+///   the operation;
+/// - Overflow when an Int32 result leaves the Int32 range (naming the operation);
+/// - the carriers' errors (a released operand, an allocation failure).
+pub(crate) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let planned = invocation.plan().operation();
+    if planned != name {
+        return Err(Error::Value(format!(
+            "the CPU kernel of '{name}' cannot execute a plan of '{planned}'"
+        )));
+    }
+    match name {
+        "add" | "sub" | "mul" | "elementwise_mul" | "div" | "neg" | "abs" | "exp" | "log"
+        | "sqrt" | "tanh" | "sigmoid" | "relu" | "maximum" | "minimum" | "eq" | "lt" | "le" => {
+            elementwise::execute(name, invocation)
+        }
+        "reduce_sum" | "reduce_max" => reduce::execute(name, invocation),
+        "matmul" => matmul::execute(name, invocation),
+        _ => Err(Error::NotImplemented(format!(
+            "the CPU kernels have no operation '{name}'"
+        ))),
+    }
+}
+
+/// The single result specification of `invocation`, which must store `O` under the canonical
+/// column-major layout (NotImplemented otherwise).
+fn result_spec<'a, O: Stored>(
+    name: &str,
+    invocation: &'a ResolvedInvocation,
+) -> Result<&'a ResultSpec> {
+    let spec = match invocation.results() {
+        [spec] => spec,
+        specs => {
+            return Err(Error::Value(format!(
+                "the CPU kernel of '{name}' makes one result, the invocation declares {}",
+                specs.len()
+            )))
+        }
+    };
+    if spec.dtype() != O::DTYPE || spec.alias_of().is_some() || !is_canonical(spec) {
+        return Err(Error::NotImplemented(format!(
+            "the CPU kernel of '{name}' makes fresh canonical {} results, not {} under {}",
+            O::DTYPE,
+            spec.dtype(),
+            spec.layout()
+        )));
+    }
+    Ok(spec)
+}
+
+/// Whether the layout of `spec` maps ordinal `i` to slot `i` with no slot left over.
+fn is_canonical(spec: &ResultSpec) -> bool {
+    let layout = spec.layout();
+    let mut expected = 1usize;
+    for (extent, stride) in layout.leaf_pairs() {
+        if extent != 1 && stride != expected {
+            return false;
+        }
+        expected = expected.saturating_mul(extent);
+    }
+    layout.cosize() == layout.size()
+}
+
+/// A fresh CPU result of `spec` (canonical, see [`result_spec`]) whose slots `fill` writes in
+/// ordinal order, under the new carrier's write lock.
+fn fresh_result<O: Stored>(
+    spec: &ResultSpec,
+    fill: impl FnOnce(&mut [O]) -> Result<()>,
+) -> Result<Vec<Tensor>> {
+    let layout = spec.layout();
+    let cpu = Cpu::zeroed(layout.cosize(), O::DTYPE)?;
+    O::with_out(&cpu, fill)??;
+    let carrier = Carrier::new(cpu, O::DTYPE, true)?;
+    Ok(vec![Tensor::new(carrier, 0, layout.clone())?])
+}
+
+/// The Overflow error of an Int32 result outside the range, worded as the Generic
+/// reference words it: `'add' overflows Int32: 2147483647 + 1`.
+fn overflow(name: &str, detail: impl fmt::Display) -> Error {
+    Error::Overflow(format!("'{name}' overflows Int32: {detail}"))
+}

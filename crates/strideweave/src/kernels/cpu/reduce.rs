@@ -1,0 +1,613 @@
+//! Reduction CPU kernels: `reduce_sum` and `reduce_max` over mode 1 of a two-mode tensor.
+//!
+//! Result ordinal `i` (an ordinal of mode 0) reduces `x(i, j)` over the ordinals `j` of mode
+//! 1, which live at `offset + mode0(i) + mode1(j)`. Each mode is coalesced on its own, and the
+//! kernel picks the loop order its strides favour:
+//!
+//! - **vertical** (mode 0 contiguous, e.g. a column-major `(N,K)`): for each `j` in ascending
+//!   order, `acc[i] ⊕= x(i, j)` over a block of result ordinals — a vectorized slice loop, and
+//!   exactly the Generic reference's summation order;
+//! - **horizontal** (mode 1 contiguous, e.g. a transposed view): each `acc[i]` folds its run
+//!   of mode 1 in several independent lanes (vectorized; the order differs from the
+//!   reference only within the Float32 tolerance).
+//!
+//! Sums accumulate in the plan's accumulator dtype (Float32 or Float64 for Float32 elements,
+//! exact integers for Int32, narrowed once with an Overflow check); maxima propagate NaN.
+//! Above the threading threshold the result ordinals (or, for few results, the reduced
+//! ordinals) are split over two threads.
+
+use std::fmt::Display;
+
+use super::elementwise::maximum_f32;
+use super::parallel::{join, midpoint, threaded};
+use super::slots::{with_slots, Compute, Stored};
+use super::strided::{fits, walk_of, Walk};
+use super::{fresh_result, overflow, result_spec};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::operation::{Accumulation, Operand, ResolvedInvocation};
+use crate::tensor::Tensor;
+
+/// Result ordinals accumulated together in the vertical order (their accumulators stay in
+/// the L1/L2 cache while every `j` streams over them).
+const ROWS_BLOCK: usize = 2048;
+
+/// Independent partial accumulators of a horizontal fold.
+const LANES: usize = 32;
+
+/// Results below which the threads split the reduced mode rather than the results.
+const FEW_RESULTS: usize = 64;
+
+/// How one reduction combines elements.
+trait Reducer: Copy + Send + Sync {
+    /// The element type read.
+    type In: Compute;
+    /// The accumulator.
+    type Acc: Copy + Send + Sync + Display;
+    /// The stored result.
+    type Out: Stored;
+
+    /// The empty accumulator.
+    fn identity(self) -> Self::Acc;
+    /// The accumulator after one more element.
+    fn add(self, acc: Self::Acc, x: Self::In) -> Self::Acc;
+    /// Two partial accumulators combined.
+    fn merge(self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    /// The stored result, or `None` when it does not fit the result dtype.
+    fn finish(self, acc: Self::Acc) -> Option<Self::Out>;
+}
+
+/// Float32 sum in binary32 (starting at −0.0, the additive identity).
+#[derive(Clone, Copy)]
+struct SumF32;
+
+impl Reducer for SumF32 {
+    type In = f32;
+    type Acc = f32;
+    type Out = f32;
+    #[inline(always)]
+    fn identity(self) -> f32 {
+        -0.0
+    }
+    #[inline(always)]
+    fn add(self, acc: f32, x: f32) -> f32 {
+        acc + x
+    }
+    #[inline(always)]
+    fn merge(self, a: f32, b: f32) -> f32 {
+        a + b
+    }
+    fn finish(self, acc: f32) -> Option<f32> {
+        Some(acc)
+    }
+}
+
+/// Float32 sum in binary64, rounded once.
+#[derive(Clone, Copy)]
+struct SumF64;
+
+impl Reducer for SumF64 {
+    type In = f32;
+    type Acc = f64;
+    type Out = f32;
+    #[inline(always)]
+    fn identity(self) -> f64 {
+        -0.0
+    }
+    #[inline(always)]
+    fn add(self, acc: f64, x: f32) -> f64 {
+        acc + f64::from(x)
+    }
+    #[inline(always)]
+    fn merge(self, a: f64, b: f64) -> f64 {
+        a + b
+    }
+    fn finish(self, acc: f64) -> Option<f32> {
+        Some(acc as f32)
+    }
+}
+
+/// Exact Int32 sum in i64 (exact while at most 2^32 elements meet one accumulator).
+#[derive(Clone, Copy)]
+struct SumI64;
+
+impl Reducer for SumI64 {
+    type In = i32;
+    type Acc = i64;
+    type Out = i32;
+    #[inline(always)]
+    fn identity(self) -> i64 {
+        0
+    }
+    #[inline(always)]
+    fn add(self, acc: i64, x: i32) -> i64 {
+        acc + i64::from(x)
+    }
+    #[inline(always)]
+    fn merge(self, a: i64, b: i64) -> i64 {
+        a + b
+    }
+    fn finish(self, acc: i64) -> Option<i32> {
+        i32::try_from(acc).ok()
+    }
+}
+
+/// Exact Int32 sum in i128, for reduced modes beyond 2^32 elements.
+#[derive(Clone, Copy)]
+struct SumI128;
+
+impl Reducer for SumI128 {
+    type In = i32;
+    type Acc = i128;
+    type Out = i32;
+    #[inline(always)]
+    fn identity(self) -> i128 {
+        0
+    }
+    #[inline(always)]
+    fn add(self, acc: i128, x: i32) -> i128 {
+        acc + i128::from(x)
+    }
+    #[inline(always)]
+    fn merge(self, a: i128, b: i128) -> i128 {
+        a + b
+    }
+    fn finish(self, acc: i128) -> Option<i32> {
+        i32::try_from(acc).ok()
+    }
+}
+
+/// Float32 maximum: NaN once any element is NaN, +0.0 over −0.0.
+#[derive(Clone, Copy)]
+struct MaxF32;
+
+impl Reducer for MaxF32 {
+    type In = f32;
+    type Acc = f32;
+    type Out = f32;
+    #[inline(always)]
+    fn identity(self) -> f32 {
+        f32::NEG_INFINITY
+    }
+    #[inline(always)]
+    fn add(self, acc: f32, x: f32) -> f32 {
+        maximum_f32(acc, x)
+    }
+    #[inline(always)]
+    fn merge(self, a: f32, b: f32) -> f32 {
+        maximum_f32(a, b)
+    }
+    fn finish(self, acc: f32) -> Option<f32> {
+        Some(acc)
+    }
+}
+
+/// Int32 maximum.
+#[derive(Clone, Copy)]
+struct MaxI32;
+
+impl Reducer for MaxI32 {
+    type In = i32;
+    type Acc = i32;
+    type Out = i32;
+    #[inline(always)]
+    fn identity(self) -> i32 {
+        i32::MIN
+    }
+    #[inline(always)]
+    fn add(self, acc: i32, x: i32) -> i32 {
+        acc.max(x)
+    }
+    #[inline(always)]
+    fn merge(self, a: i32, b: i32) -> i32 {
+        a.max(b)
+    }
+    fn finish(self, acc: i32) -> Option<i32> {
+        Some(acc)
+    }
+}
+
+/// Executes `reduce_sum` or `reduce_max`.
+///
+/// # Errors
+/// Value for an operand that is not one two-mode tensor, NotImplemented for a plan these
+/// kernels do not compute, Overflow for an Int32 sum outside the range.
+pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let x = match invocation.call().operands() {
+        [Operand::Tensor(x)] => x,
+        operands => {
+            return Err(Error::Value(format!(
+                "'{name}' takes one tensor operand, the invocation has {} operand(s)",
+                operands.len()
+            )))
+        }
+    };
+    let plan = invocation.plan();
+    let convert = plan.operands().first().map(|o| o.convert_to());
+    let f32_ = Some(DType::FLOAT32);
+    let i32_ = Some(DType::INT32);
+    let accumulator = plan.accumulator_dtype();
+    let ordered = plan.accumulation() == Some(Accumulation::SequentialBinary32);
+    let floating = matches!(
+        plan.accumulation(),
+        None | Some(Accumulation::Floating | Accumulation::SequentialBinary32)
+    );
+    let summing = matches!(plan.accumulation(), None | Some(Accumulation::ExactInteger));
+    let maximum = matches!(plan.accumulation(), None | Some(Accumulation::Maximum));
+    let exact_ok = |k: usize| k as u64 <= 1 << 32;
+    match name {
+        "reduce_sum" if convert == f32_ && floating => match accumulator {
+            None => reduce(name, invocation, x, SumF32, ordered),
+            Some(d) if d == DType::FLOAT32 => reduce(name, invocation, x, SumF32, ordered),
+            Some(d) if d == DType::FLOAT64 && !ordered => {
+                reduce(name, invocation, x, SumF64, false)
+            }
+            _ => Err(unsupported(name, invocation)),
+        },
+        "reduce_sum" if convert == i32_ && summing && accumulator.is_none() => {
+            if exact_ok(reduced_size(x)) {
+                reduce(name, invocation, x, SumI64, false)
+            } else {
+                reduce(name, invocation, x, SumI128, false)
+            }
+        }
+        "reduce_max" if convert == f32_ && maximum => reduce(name, invocation, x, MaxF32, false),
+        "reduce_max" if convert == i32_ && maximum => reduce(name, invocation, x, MaxI32, false),
+        _ => Err(unsupported(name, invocation)),
+    }
+}
+
+/// The NotImplemented error of a plan these kernels do not compute.
+fn unsupported(name: &str, invocation: &ResolvedInvocation) -> Error {
+    Error::NotImplemented(format!(
+        "the CPU kernel of '{name}' does not execute the plan {}",
+        invocation.plan()
+    ))
+}
+
+/// The size of mode 1 (0 when the tensor has no mode 1; checked later).
+fn reduced_size(x: &Tensor) -> usize {
+    x.layout().mode(1).map_or(0, |mode| mode.size())
+}
+
+/// What the accumulation loops read: the input's slots and both modes' walks.
+struct Input<'a, T> {
+    /// The slots of the input's carrier, of the element type.
+    slots: &'a [T],
+    /// The input's offset.
+    offset: usize,
+    /// Mode 0 (the result ordinals), coalesced.
+    rows: &'a Walk<1>,
+    /// Mode 1 (the reduced ordinals), coalesced.
+    cols: &'a Walk<1>,
+}
+
+/// Reduces `x` with `r`; `ordered` forces the reference's ascending order.
+fn reduce<R: Reducer>(
+    name: &str,
+    invocation: &ResolvedInvocation,
+    x: &Tensor,
+    r: R,
+    ordered: bool,
+) -> Result<Vec<Tensor>> {
+    let spec = result_spec::<R::Out>(name, invocation)?;
+    let layout = x.layout();
+    if layout.rank() != 2 {
+        return Err(Error::Value(format!(
+            "'{name}' reduces mode 1 of a two-mode tensor; Layout {layout} has {} modes",
+            layout.rank()
+        )));
+    }
+    let (rows, cols) = (walk_of(&layout.mode(0)?)?, walk_of(&layout.mode(1)?)?);
+    let n = rows.size();
+    if n != spec.layout().size() {
+        return Err(Error::Value(format!(
+            "'{name}': mode 0 of Layout {layout} has {n} elements but the result has {}",
+            spec.layout().size()
+        )));
+    }
+    if x.dtype() != R::In::DTYPE {
+        return Err(Error::NotImplemented(format!(
+            "the CPU kernel of '{name}' reduces {} tensors, not {}",
+            R::In::DTYPE,
+            x.dtype()
+        )));
+    }
+    with_slots(name, x, |slots| {
+        let slots = R::In::direct(slots).ok_or_else(|| unsupported(name, invocation))?;
+        let input = Input {
+            slots,
+            offset: x.offset(),
+            rows: &rows,
+            cols: &cols,
+        };
+        fresh_result::<R::Out>(spec, |out| drive(name, r, &input, ordered, out))
+    })
+}
+
+/// Fills `out` with the reductions of every result ordinal, on two threads when large.
+fn drive<R: Reducer>(
+    name: &str,
+    r: R,
+    input: &Input<'_, R::In>,
+    ordered: bool,
+    out: &mut [R::Out],
+) -> Result<()> {
+    let (n, k) = (input.rows.size(), input.cols.size());
+    let (row_extent, [row_stride]) = input.rows.inner();
+    let (col_extent, [col_stride]) = input.cols.inner();
+    let vertical = ordered
+        || (row_stride == 1 && row_extent >= 16)
+        || (col_stride != 1 && row_extent >= col_extent);
+    if !threaded(n.saturating_mul(k)) {
+        return results(name, r, input, vertical, 0, out);
+    }
+    if n >= FEW_RESULTS || ordered || k < 2 {
+        let mid = midpoint(n);
+        let (low, high) = out.split_at_mut(mid);
+        let (first, second) = join(
+            || results(name, r, input, vertical, 0, low),
+            || results(name, r, input, vertical, mid, high),
+        );
+        return first.and(second);
+    }
+    // Few results over a long reduced mode: each thread reduces half of mode 1.
+    let mid = k / 2;
+    let partial = |j_lo: usize, j_hi: usize| -> Result<Vec<R::Acc>> {
+        let mut accs = vec![r.identity(); n];
+        accumulate(name, r, input, vertical, (0, n), (j_lo, j_hi), &mut accs)?;
+        Ok(accs)
+    };
+    let (first, second) = join(|| partial(0, mid), || partial(mid, k));
+    let (first, second) = (first?, second?);
+    let merged = first.iter().zip(&second).map(|(&a, &b)| r.merge(a, b));
+    for (i, (o, acc)) in out.iter_mut().zip(merged).enumerate() {
+        *o = finish(name, r, acc, i)?;
+    }
+    Ok(())
+}
+
+/// The result of accumulator `acc` at result ordinal `i` (Overflow when it does not fit).
+fn finish<R: Reducer>(name: &str, r: R, acc: R::Acc, i: usize) -> Result<R::Out> {
+    r.finish(acc).ok_or_else(|| {
+        overflow(
+            name,
+            format!("the sum over mode 1 at result ordinal {i} is {acc}"),
+        )
+    })
+}
+
+/// Fills `out`, the results of ordinals `begin..begin + out.len()`, block by block.
+fn results<R: Reducer>(
+    name: &str,
+    r: R,
+    input: &Input<'_, R::In>,
+    vertical: bool,
+    begin: usize,
+    out: &mut [R::Out],
+) -> Result<()> {
+    let k = input.cols.size();
+    let mut accs = vec![r.identity(); out.len().min(ROWS_BLOCK)];
+    for (b, block) in out.chunks_mut(ROWS_BLOCK).enumerate() {
+        let lo = begin + b * ROWS_BLOCK;
+        let accs = accs.get_mut(..block.len()).unwrap_or_default();
+        accs.fill(r.identity());
+        accumulate(
+            name,
+            r,
+            input,
+            vertical,
+            (lo, lo + block.len()),
+            (0, k),
+            accs,
+        )?;
+        for (t, (o, &acc)) in block.iter_mut().zip(accs.iter()).enumerate() {
+            *o = finish(name, r, acc, lo + t)?;
+        }
+    }
+    Ok(())
+}
+
+/// Accumulates `x(i, j)` for `i` in `rows` and `j` in `cols` (ordinal ranges) into
+/// `accs[i - rows.0]`.
+fn accumulate<R: Reducer>(
+    name: &str,
+    r: R,
+    input: &Input<'_, R::In>,
+    vertical: bool,
+    (i_lo, i_hi): (usize, usize),
+    (j_lo, j_hi): (usize, usize),
+    accs: &mut [R::Acc],
+) -> Result<()> {
+    let xs = input.slots;
+    let (_, [rs]) = input.rows.inner();
+    let (_, [cs]) = input.cols.inner();
+    let out_of_range = || {
+        Error::Index(format!(
+            "'{name}': the input's layout reaches past its slots"
+        ))
+    };
+    if vertical {
+        input.cols.runs(j_lo, j_hi, |_, [col], len| {
+            for t in 0..len {
+                let column = input.offset + col + t * cs;
+                input.rows.runs(i_lo, i_hi, |i, [row], rlen| {
+                    let start = column + row;
+                    let accs = accs
+                        .get_mut(i - i_lo..i - i_lo + rlen)
+                        .ok_or_else(out_of_range)?;
+                    if !fits(start, rs, rlen, xs.len()) {
+                        return Err(out_of_range());
+                    }
+                    vertical_run(r, accs, xs, start, rs);
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })
+    } else {
+        input.rows.runs(i_lo, i_hi, |i, [row], rlen| {
+            for t in 0..rlen {
+                let row = input.offset + row + t * rs;
+                let acc = accs.get_mut(i - i_lo + t).ok_or_else(out_of_range)?;
+                input.cols.runs(j_lo, j_hi, |_, [col], len| {
+                    let start = row + col;
+                    if !fits(start, cs, len, xs.len()) {
+                        return Err(out_of_range());
+                    }
+                    *acc = r.merge(*acc, horizontal_run(r, xs, start, cs, len));
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// `accs[t] ⊕= xs[start + t·stride]` for every accumulator (in range, checked by the caller).
+fn vertical_run<R: Reducer>(r: R, accs: &mut [R::Acc], xs: &[R::In], start: usize, stride: usize) {
+    match stride {
+        0 => {
+            if let Some(&x) = xs.get(start) {
+                accs.iter_mut().for_each(|a| *a = r.add(*a, x));
+            }
+        }
+        1 => {
+            if let Some(xs) = xs.get(start..start + accs.len()) {
+                pulp::Arch::new().dispatch(Vertical { r, accs, xs });
+            }
+        }
+        _ => {
+            let xs = xs.get(start..).unwrap_or_default().iter().step_by(stride);
+            for (a, &x) in accs.iter_mut().zip(xs) {
+                *a = r.add(*a, x);
+            }
+        }
+    }
+}
+
+/// The contiguous vertical loop as a [`pulp::WithSimd`] operation (vectorized for the CPU).
+struct Vertical<'a, R: Reducer> {
+    /// The reduction.
+    r: R,
+    /// The accumulators.
+    accs: &'a mut [R::Acc],
+    /// One element per accumulator.
+    xs: &'a [R::In],
+}
+
+impl<R: Reducer> pulp::WithSimd for Vertical<'_, R> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let r = self.r;
+        for (a, &x) in self.accs.iter_mut().zip(self.xs) {
+            *a = r.add(*a, x);
+        }
+    }
+}
+
+/// The fold of `xs[start + t·stride]` for `t < len` (in range, checked by the caller).
+fn horizontal_run<R: Reducer>(
+    r: R,
+    xs: &[R::In],
+    start: usize,
+    stride: usize,
+    len: usize,
+) -> R::Acc {
+    match stride {
+        1 => match xs.get(start..start + len) {
+            Some(xs) => pulp::Arch::new().dispatch(Horizontal { r, xs }),
+            None => r.identity(),
+        },
+        0 => {
+            let x = xs.get(start).copied().unwrap_or_default();
+            (0..len).fold(r.identity(), |acc, _| r.add(acc, x))
+        }
+        _ => xs
+            .get(start..)
+            .unwrap_or_default()
+            .iter()
+            .step_by(stride)
+            .take(len)
+            .fold(r.identity(), |acc, &x| r.add(acc, x)),
+    }
+}
+
+/// The contiguous horizontal fold in [`LANES`] independent lanes, as a [`pulp::WithSimd`]
+/// operation.
+struct Horizontal<'a, R: Reducer> {
+    /// The reduction.
+    r: R,
+    /// The elements folded.
+    xs: &'a [R::In],
+}
+
+impl<R: Reducer> pulp::WithSimd for Horizontal<'_, R> {
+    type Output = R::Acc;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) -> R::Acc {
+        let r = self.r;
+        let mut lanes = [r.identity(); LANES];
+        let chunks = self.xs.chunks_exact(LANES);
+        let rest = chunks.remainder();
+        for chunk in chunks {
+            for (lane, &x) in lanes.iter_mut().zip(chunk) {
+                *lane = r.add(*lane, x);
+            }
+        }
+        for (lane, &x) in lanes.iter_mut().zip(rest) {
+            *lane = r.add(*lane, x);
+        }
+        let mut width = LANES;
+        while width > 1 {
+            width /= 2;
+            let (low, high) = lanes.split_at_mut(width);
+            for (a, &b) in low.iter_mut().zip(high.iter()) {
+                *a = r.merge(*a, b);
+            }
+        }
+        lanes[0]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn horizontal_folds_match_sequential_sums_on_exact_values() {
+        let xs: Vec<f32> = (0..1000).map(|i| (i % 7) as f32).collect();
+        let expected: f32 = xs.iter().sum();
+        assert_eq!(horizontal_run(SumF32, &xs, 0, 1, xs.len()), expected);
+        assert_eq!(
+            horizontal_run(SumF64, &xs, 1, 3, 333),
+            xs.iter()
+                .skip(1)
+                .step_by(3)
+                .take(333)
+                .map(|&x| f64::from(x))
+                .sum::<f64>()
+        );
+        assert_eq!(
+            horizontal_run(SumI64, &[i32::MAX, 1, -1], 0, 1, 3),
+            i64::from(i32::MAX)
+        );
+        assert_eq!(horizontal_run(MaxI32, &[3, 9, -2], 0, 0, 5), 3);
+        assert!(horizontal_run(MaxF32, &[1.0, f32::NAN, 2.0], 0, 1, 3).is_nan());
+    }
+
+    #[test]
+    fn vertical_runs_accumulate_each_lane() {
+        let mut accs = [SumI64.identity(); 3];
+        vertical_run(SumI64, &mut accs, &[1, 2, 3, 4, 5, 6], 0, 2);
+        vertical_run(SumI64, &mut accs, &[1, 2, 3, 4, 5, 6], 3, 1);
+        vertical_run(SumI64, &mut accs, &[1, 2, 3, 4, 5, 6], 5, 0);
+        assert_eq!(accs, [1 + 4 + 6, 3 + 5 + 6, 5 + 6 + 6]);
+        assert_eq!(SumI64.finish(i64::from(i32::MAX) + 1), None);
+        assert_eq!(SumI128.finish(-5), Some(-5));
+        assert_eq!(SumF64.finish(0.1), Some(0.1f32));
+    }
+}

@@ -1,0 +1,4 @@
+//! Kernels: the Generic reference and the fast CPU implementations of the built-in operations.
+
+pub(crate) mod cpu;
+pub(crate) mod reference;

@@ -1,0 +1,217 @@
+//! Unary and binary elementwise reference kernels, comparisons included.
+//!
+//! The result shape is already the broadcast of the tensor operands' shapes; each tensor
+//! operand is read at result ordinal `i` through its layout broadcast to that shape (extent-1
+//! leaves widened with stride 0), and a weak scalar is converted once.
+
+use strideweave_layout::Layout;
+
+use super::{buffer, compute_matches, overflow, unsupported, Context, Element, Reader};
+use crate::error::{Error, Result};
+use crate::operation::{Operand, ResolvedInvocation};
+use crate::tensor::Tensor;
+
+/// One operand of an elementwise operation, ready to be read by result ordinal.
+enum Side<'a> {
+    /// A tensor read through its layout broadcast to the result shape (boxed: a layout is
+    /// large next to a scalar).
+    Tensor(Reader<'a>, Box<Layout>),
+    /// A weak scalar, converted once.
+    Scalar(Element),
+}
+
+impl Side<'_> {
+    /// The converted element at result ordinal `ordinal`.
+    fn at(&self, ordinal: usize) -> Result<Element> {
+        match self {
+            Side::Tensor(reader, layout) => reader.at_ordinal(layout, ordinal),
+            Side::Scalar(element) => Ok(*element),
+        }
+    }
+}
+
+/// Prepares operand `i` of `ctx` for reading by result ordinal.
+fn side<'a>(ctx: &Context<'a>, i: usize) -> Result<Side<'a>> {
+    let (operand, plan) = ctx.operand(i)?;
+    Ok(match operand {
+        Operand::Tensor(_) => {
+            let reader = ctx.reader(i)?;
+            let layout = reader.tensor().layout().broadcast_to(ctx.spec().shape())?;
+            Side::Tensor(reader, Box::new(layout))
+        }
+        Operand::Scalar(value) => {
+            Side::Scalar(Element::convert(ctx.name(), *value, plan.convert_to())?)
+        }
+    })
+}
+
+/// Checks that `ctx` has exactly `count` operands and that every operand plan converts to a
+/// dtype the plan's arithmetic computes on.
+fn check_operands(ctx: &Context<'_>, count: usize) -> Result<()> {
+    let name = ctx.name();
+    if ctx.operand_count() != count {
+        return Err(Error::Value(format!(
+            "'{name}' takes {count} operand(s), the invocation has {}",
+            ctx.operand_count()
+        )));
+    }
+    let plan = ctx.invocation().plan();
+    for operand in plan.operands() {
+        if !compute_matches(plan.compute(), operand.convert_to()) {
+            return Err(Error::NotImplemented(format!(
+                "the Generic reference of '{name}' does not compute {} in {} arithmetic",
+                operand.convert_to(),
+                plan.compute().name()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `neg abs exp log sqrt tanh sigmoid relu` on the single tensor operand.
+pub(super) fn unary(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let ctx = Context::new(name, invocation)?;
+    check_operands(&ctx, 1)?;
+    let x = side(&ctx, 0)?;
+    let size = ctx.spec().layout().size();
+    let mut values = buffer(name, size)?;
+    for ordinal in 0..size {
+        let element = x.at(ordinal)?;
+        values.push(unary_op(name, invocation, element)?.to_value());
+    }
+    ctx.publish(values)
+}
+
+/// `add sub mul elementwise_mul div maximum minimum eq lt le` on two operands (tensors or a
+/// tensor and a weak scalar, in either order for `mul`).
+pub(super) fn binary(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let ctx = Context::new(name, invocation)?;
+    check_operands(&ctx, 2)?;
+    let (lhs, rhs) = (side(&ctx, 0)?, side(&ctx, 1)?);
+    let size = ctx.spec().layout().size();
+    let mut values = buffer(name, size)?;
+    for ordinal in 0..size {
+        let (a, b) = (lhs.at(ordinal)?, rhs.at(ordinal)?);
+        values.push(binary_op(name, invocation, a, b)?.to_value());
+    }
+    ctx.publish(values)
+}
+
+/// One unary element: Float32 in IEEE binary32, Int32 checked (`neg`, `abs`) or exact
+/// (`relu`).
+fn unary_op(name: &str, invocation: &ResolvedInvocation, x: Element) -> Result<Element> {
+    use Element::{Float32, Int32};
+    let result = match (name, x) {
+        ("neg", Float32(a)) => Float32(-a),
+        ("neg", Int32(a)) => Int32(
+            a.checked_neg()
+                .ok_or_else(|| overflow(name, format!("-({a})")))?,
+        ),
+        ("abs", Float32(a)) => Float32(a.abs()),
+        ("abs", Int32(a)) => Int32(
+            a.checked_abs()
+                .ok_or_else(|| overflow(name, format!("|{a}|")))?,
+        ),
+        ("exp", Float32(a)) => Float32(a.exp()),
+        ("log", Float32(a)) => Float32(a.ln()),
+        ("sqrt", Float32(a)) => Float32(a.sqrt()),
+        ("tanh", Float32(a)) => Float32(a.tanh()),
+        ("sigmoid", Float32(a)) => Float32(1.0 / (1.0 + (-a).exp())),
+        ("relu", Float32(a)) => Float32(if a > 0.0 || a.is_nan() { a } else { 0.0 }),
+        ("relu", Int32(a)) => Int32(a.max(0)),
+        _ => return Err(unsupported(name, &[x], invocation)),
+    };
+    Ok(result)
+}
+
+/// One binary element: Float32 in IEEE binary32 (no fused operations), Int32 checked
+/// (leaving the range is an Overflow error naming the operation and the operands), and
+/// comparisons giving Bool (NaN compares false).
+fn binary_op(
+    name: &str,
+    invocation: &ResolvedInvocation,
+    a: Element,
+    b: Element,
+) -> Result<Element> {
+    use Element::{Bool, Float32, Int32};
+    let checked = |result: Option<i32>, symbol: &str, x: i32, y: i32| {
+        result
+            .map(Int32)
+            .ok_or_else(|| overflow(name, format!("{x} {symbol} {y}")))
+    };
+    let result = match (name, a, b) {
+        ("add", Float32(x), Float32(y)) => Float32(x + y),
+        ("add", Int32(x), Int32(y)) => checked(x.checked_add(y), "+", x, y)?,
+        ("sub", Float32(x), Float32(y)) => Float32(x - y),
+        ("sub", Int32(x), Int32(y)) => checked(x.checked_sub(y), "-", x, y)?,
+        ("mul" | "elementwise_mul", Float32(x), Float32(y)) => Float32(x * y),
+        ("mul" | "elementwise_mul", Int32(x), Int32(y)) => checked(x.checked_mul(y), "*", x, y)?,
+        ("div", Float32(x), Float32(y)) => Float32(x / y),
+        ("maximum", Float32(x), Float32(y)) => Float32(maximum_f32(x, y)),
+        ("maximum", Int32(x), Int32(y)) => Int32(x.max(y)),
+        ("minimum", Float32(x), Float32(y)) => Float32(minimum_f32(x, y)),
+        ("minimum", Int32(x), Int32(y)) => Int32(x.min(y)),
+        ("eq", Float32(x), Float32(y)) => Bool(x == y),
+        ("eq", Int32(x), Int32(y)) => Bool(x == y),
+        ("eq", Bool(x), Bool(y)) => Bool(x == y),
+        ("lt", Float32(x), Float32(y)) => Bool(x < y),
+        ("lt", Int32(x), Int32(y)) => Bool(x < y),
+        ("le", Float32(x), Float32(y)) => Bool(x <= y),
+        ("le", Int32(x), Int32(y)) => Bool(x <= y),
+        _ => return Err(unsupported(name, &[a, b], invocation)),
+    };
+    Ok(result)
+}
+
+/// The larger of two binary32 values: NaN when either is NaN (the first NaN operand), and
+/// +0.0 over −0.0 (IEEE 754-2019 `maximum`).
+pub(super) fn maximum_f32(a: f32, b: f32) -> f32 {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() || b > a {
+        b
+    } else if a > b {
+        a
+    } else if a.is_sign_negative() {
+        // Equal: only ±0.0 can differ, and +0.0 is the larger.
+        b
+    } else {
+        a
+    }
+}
+
+/// The smaller of two binary32 values: NaN when either is NaN (the first NaN operand), and
+/// −0.0 under +0.0 (IEEE 754-2019 `minimum`).
+pub(super) fn minimum_f32(a: f32, b: f32) -> f32 {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() || b < a {
+        b
+    } else if a < b {
+        a
+    } else if a.is_sign_negative() {
+        // Equal: only ±0.0 can differ, and −0.0 is the smaller.
+        a
+    } else {
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extrema_propagate_nan_and_order_signed_zeros() {
+        assert!(maximum_f32(f32::NAN, 1.0).is_nan());
+        assert!(maximum_f32(1.0, f32::NAN).is_nan());
+        assert!(minimum_f32(f32::NAN, 1.0).is_nan());
+        assert!(minimum_f32(1.0, f32::NAN).is_nan());
+        assert_eq!(maximum_f32(2.0, -3.0), 2.0);
+        assert_eq!(minimum_f32(2.0, -3.0), -3.0);
+        assert!(maximum_f32(-0.0, 0.0).is_sign_positive());
+        assert!(maximum_f32(0.0, -0.0).is_sign_positive());
+        assert!(minimum_f32(-0.0, 0.0).is_sign_negative());
+        assert!(minimum_f32(0.0, -0.0).is_sign_negative());
+    }
+}

@@ -1,0 +1,179 @@
+//! `OperationDefinition`: the immutable description of one operation, and the process-wide
+//! registry of built-in and custom definitions (semantics-operations.md §2a).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
+
+use crate::error::{Error, Result};
+use crate::operation::invocation::{BoundOperationCall, ResolvedInvocation};
+use crate::operation::schema::{OperandKind, OperationSchema, OptionValue};
+use crate::operation::Operand;
+use crate::tensor::Tensor;
+
+/// Resolves a bound call into a plan and result specifications.
+pub type ResolveFn = dyn Fn(&BoundOperationCall) -> Result<ResolvedInvocation> + Send + Sync;
+
+/// Computes an invocation's results with reference semantics.
+pub type ReferenceFn = dyn Fn(&ResolvedInvocation) -> Result<Vec<Tensor>> + Send + Sync;
+
+struct Inner {
+    name: Arc<str>,
+    schema: OperationSchema,
+    resolve: Box<ResolveFn>,
+    reference: Option<Box<ReferenceFn>>,
+    builtin: bool,
+}
+
+/// One operation: its name, schema and resolver. Immutable; clones share it and compare by
+/// identity.
+#[derive(Clone)]
+pub struct OperationDefinition {
+    inner: Arc<Inner>,
+}
+
+impl OperationDefinition {
+    pub(crate) fn builtin(name: &str, schema: OperationSchema, resolve: Box<ResolveFn>) -> Self {
+        OperationDefinition {
+            inner: Arc::new(Inner {
+                name: name.into(),
+                schema,
+                resolve,
+                reference: None,
+                builtin: true,
+            }),
+        }
+    }
+
+    /// The operation name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &OperationSchema {
+        &self.inner.schema
+    }
+
+    /// Whether StrideWeave defines it.
+    pub fn is_builtin(&self) -> bool {
+        self.inner.builtin
+    }
+
+    /// The reference implementation of a custom operation, if it has one.
+    pub fn reference(&self) -> Option<&ReferenceFn> {
+        self.inner.reference.as_deref()
+    }
+
+    /// Whether `self` and `other` are the same definition.
+    pub fn same_as(&self, other: &OperationDefinition) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Binds `operands` (positional) and `options` (by name) against the schema: a Type
+    /// error for a wrong count, an operand of the wrong kind, an unknown option or a missing
+    /// required one; defaults are filled in.
+    pub fn bind(
+        &self,
+        operands: Vec<Operand>,
+        options: &[(&str, OptionValue)],
+    ) -> Result<BoundOperationCall> {
+        let name = self.name();
+        let specs = self.schema().operands();
+        if operands.len() != specs.len() {
+            return Err(Error::Type(format!(
+                "'{name}' takes {} operands, got {}",
+                specs.len(),
+                operands.len()
+            )));
+        }
+        for (spec, operand) in specs.iter().zip(&operands) {
+            let fits = matches!(
+                (spec.kind(), operand),
+                (OperandKind::Tensor, Operand::Tensor(_))
+                    | (OperandKind::WeakScalar, Operand::Scalar(_))
+                    | (OperandKind::Structural, _)
+            );
+            if !fits {
+                return Err(Error::Type(format!(
+                    "operand '{}' of '{name}' must be a {:?} operand",
+                    spec.name(),
+                    spec.kind()
+                )));
+            }
+        }
+        if let Some((unknown, _)) = options
+            .iter()
+            .find(|(o, _)| !self.schema().options().iter().any(|s| s.name() == *o))
+        {
+            return Err(Error::Type(format!("'{name}' has no option '{unknown}'")));
+        }
+        let mut bound = Vec::with_capacity(self.schema().options().len());
+        for spec in self.schema().options() {
+            let given = options
+                .iter()
+                .find(|(o, _)| *o == spec.name())
+                .map(|(_, v)| *v);
+            match given.or(spec.default()) {
+                Some(value) => bound.push((Arc::from(spec.name()), value)),
+                None => {
+                    return Err(Error::Type(format!(
+                        "'{name}' needs the option '{}'",
+                        spec.name()
+                    )))
+                }
+            }
+        }
+        Ok(BoundOperationCall::new(self.clone(), operands, bound))
+    }
+
+    /// Resolves a bound call of this definition.
+    pub fn resolve(&self, call: &BoundOperationCall) -> Result<ResolvedInvocation> {
+        if !call.definition().same_as(self) {
+            return Err(Error::Value(format!(
+                "'{}' cannot resolve a call of '{}'",
+                self.name(),
+                call.definition().name()
+            )));
+        }
+        (self.inner.resolve)(call)
+    }
+}
+
+impl fmt::Debug for OperationDefinition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OperationDefinition({})", self.name())
+    }
+}
+
+static REGISTRY: LazyLock<RwLock<HashMap<Arc<str>, OperationDefinition>>> = LazyLock::new(|| {
+    let builtins = crate::operation::builtin::definitions();
+    RwLock::new(
+        builtins
+            .into_iter()
+            .map(|d| (Arc::clone(&d.inner.name), d))
+            .collect(),
+    )
+});
+
+/// The registered definition named `name`; NotImplemented for an unknown name.
+pub fn operation_definition(name: &str) -> Result<OperationDefinition> {
+    REGISTRY
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(name)
+        .cloned()
+        .ok_or_else(|| Error::NotImplemented(format!("no operation named '{name}' is defined")))
+}
+
+/// Every registered definition, sorted by name.
+pub fn operation_definitions() -> Vec<OperationDefinition> {
+    let mut all: Vec<OperationDefinition> = REGISTRY
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .values()
+        .cloned()
+        .collect();
+    all.sort_by(|a, b| a.name().cmp(b.name()));
+    all
+}

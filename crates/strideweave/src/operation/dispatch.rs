@@ -1,0 +1,153 @@
+//! Dispatch of an operation call on definition-free carriers (architecture.md §5): bind,
+//! resolve, let the first tensor's carrier decide, gate on its declared capabilities before
+//! anything is allocated, run a freshly dispatched operation, and validate its results
+//! before publishing them.
+
+use crate::carrier::{require_capability, CarrierClass};
+use crate::error::{Error, Result};
+use crate::operation::definition::{operation_definition, OperationDefinition};
+use crate::operation::invocation::ResolvedInvocation;
+use crate::operation::schema::OptionValue;
+use crate::operation::Operand;
+use crate::tensor::Tensor;
+
+/// Calls the registered operation `name` on `operands` with `options`.
+///
+/// ```
+/// use strideweave::carriers::Cpu;
+/// use strideweave::operation::call;
+/// use strideweave::{Shape, Tensor, Value};
+/// let x = Tensor::compact(Cpu::from_f32(&[-1.0, 2.0], true)?, Shape::new(2)?)?;
+/// let y = call("relu", [x.into()], &[])?;
+/// assert_eq!(y[0].to_values()?, [Value::Float(0.0), Value::Float(2.0)]);
+/// # Ok::<(), strideweave::Error>(())
+/// ```
+pub fn call(
+    name: &str,
+    operands: impl IntoIterator<Item = Operand>,
+    options: &[(&str, OptionValue)],
+) -> Result<Vec<Tensor>> {
+    operation_definition(name)?.call(operands.into_iter().collect(), options)
+}
+
+impl OperationDefinition {
+    /// Binds, resolves and dispatches a call of this operation; see [`call`].
+    pub fn call(
+        &self,
+        operands: Vec<Operand>,
+        options: &[(&str, OptionValue)],
+    ) -> Result<Vec<Tensor>> {
+        let bound = self.bind(operands, options)?;
+        let name = self.name();
+        let mut tensors = bound.operands().iter().filter_map(Operand::as_tensor);
+        let Some(first) = tensors.next() else {
+            return Err(Error::Type(format!(
+                "'{name}' needs at least one tensor operand"
+            )));
+        };
+        let carrier = first.carrier().clone();
+        let class = carrier.class();
+        if let Some(other) = tensors.find(|t| t.carrier().class() != class) {
+            return Err(Error::Type(format!(
+                "Tensor backing carriers must match: '{name}' got {class} and {} operands",
+                other.carrier().class()
+            )));
+        }
+        let invocation = self.resolve(&bound)?;
+        require_capability(class, invocation.plan())?;
+        let versions: Vec<u64> = operand_versions(&invocation);
+        let operation = carrier.dispatch_op(name)?;
+        let outputs = operation.forward(&invocation)?;
+        validate(&invocation, class, &outputs, &versions)?;
+        Ok(outputs)
+    }
+}
+
+fn operand_versions(invocation: &ResolvedInvocation) -> Vec<u64> {
+    invocation
+        .call()
+        .operands()
+        .iter()
+        .filter_map(Operand::as_tensor)
+        .map(Tensor::version)
+        .collect()
+}
+
+/// The publication check: results match their specifications exactly and no operand was
+/// mutated (a `ProviderContract` error otherwise).
+fn validate(
+    invocation: &ResolvedInvocation,
+    class: CarrierClass,
+    outputs: &[Tensor],
+    versions: &[u64],
+) -> Result<()> {
+    let name = invocation.call().definition().name();
+    let contract = |what: String| {
+        Err(Error::ProviderContract(format!(
+            "'{name}' on {class}: {what}"
+        )))
+    };
+    let specs = invocation.results();
+    if outputs.len() != specs.len() {
+        return contract(format!(
+            "returned {} results, expected {}",
+            outputs.len(),
+            specs.len()
+        ));
+    }
+    let operands: Vec<&Tensor> = invocation
+        .call()
+        .operands()
+        .iter()
+        .filter_map(Operand::as_tensor)
+        .collect();
+    for (i, (output, spec)) in outputs.iter().zip(specs).enumerate() {
+        if let Some(alias) = spec.alias_of() {
+            let same = invocation
+                .call()
+                .operands()
+                .get(alias)
+                .and_then(Operand::as_tensor);
+            if !same.is_some_and(|t| t.same_as(output)) {
+                return contract(format!("result {i} must be operand {alias} itself"));
+            }
+            continue;
+        }
+        if output.carrier().class() != class {
+            return contract(format!("result {i} lives on {}", output.carrier().class()));
+        }
+        if output.dtype() != spec.dtype() {
+            return contract(format!(
+                "result {i} has dtype {}, expected {}",
+                output.dtype(),
+                spec.dtype()
+            ));
+        }
+        if output.layout() != spec.layout() || output.offset() != 0 {
+            return contract(format!(
+                "result {i} has layout {} at offset {}, expected {} at offset 0",
+                output.layout(),
+                output.offset(),
+                spec.layout()
+            ));
+        }
+        if output.carrier().size() != spec.layout().cosize() {
+            return contract(format!(
+                "result {i} has {} slots, expected exactly {}",
+                output.carrier().size(),
+                spec.layout().cosize()
+            ));
+        }
+        if operands
+            .iter()
+            .any(|t| t.carrier().same_as(output.carrier()))
+        {
+            return contract(format!("result {i} shares storage with an operand"));
+        }
+    }
+    let now = operand_versions(invocation);
+    if now != versions {
+        return contract("an operand was mutated".to_string());
+    }
+    Ok(())
+}
