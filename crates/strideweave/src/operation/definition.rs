@@ -8,6 +8,7 @@ use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 use crate::error::{Error, Result};
 use crate::operation::invocation::{BoundOperationCall, ResolvedInvocation};
 use crate::operation::schema::{OperandKind, OperationSchema, OptionValue};
+use crate::operation::vjp::Vjp;
 use crate::operation::Operand;
 use crate::tensor::Tensor;
 
@@ -22,6 +23,9 @@ struct Inner {
     schema: OperationSchema,
     resolve: Box<ResolveFn>,
     reference: Option<Box<ReferenceFn>>,
+    /// The backward rule of a custom operation (built-ins carry theirs in the autograd
+    /// module).
+    vjp: Option<Vjp>,
     builtin: bool,
 }
 
@@ -40,6 +44,7 @@ impl OperationDefinition {
                 schema,
                 resolve,
                 reference: None,
+                vjp: None,
                 builtin: true,
             }),
         }
@@ -63,6 +68,11 @@ impl OperationDefinition {
     /// The reference implementation of a custom operation, if it has one.
     pub fn reference(&self) -> Option<&ReferenceFn> {
         self.inner.reference.as_deref()
+    }
+
+    /// The backward rule a custom operation declared, if any.
+    pub fn vjp(&self) -> Option<&Vjp> {
+        self.inner.vjp.as_ref()
     }
 
     /// Whether `self` and `other` are the same definition.
@@ -136,7 +146,15 @@ impl OperationDefinition {
                 call.definition().name()
             )));
         }
-        (self.inner.resolve)(call)
+        let invocation = (self.inner.resolve)(call)?;
+        if !invocation.call().definition().same_as(self) {
+            return Err(Error::Value(format!(
+                "the resolver of '{}' returned an invocation of '{}'",
+                self.name(),
+                invocation.call().definition().name()
+            )));
+        }
+        Ok(invocation)
     }
 }
 
@@ -155,6 +173,58 @@ static REGISTRY: LazyLock<RwLock<HashMap<Arc<str>, OperationDefinition>>> = Lazy
             .collect(),
     )
 });
+
+/// Defines the custom operation `name` once for the life of the process.
+///
+/// `name` has at least two dot-separated identifier segments whose first is neither
+/// `strideweave` nor a built-in operation name (`mylib.scale`); an invalid, reserved or taken
+/// name is a Value error, as is a `resolve` returning an invocation of another definition
+/// at call time. `vjp` is required: a rule, or [`Vjp::NonDifferentiable`].
+pub fn define_operation(
+    name: &str,
+    schema: OperationSchema,
+    resolve: impl Fn(&BoundOperationCall) -> Result<ResolvedInvocation> + Send + Sync + 'static,
+    reference: Option<Box<ReferenceFn>>,
+    vjp: Vjp,
+) -> Result<OperationDefinition> {
+    let segments: Vec<&str> = name.split('.').collect();
+    let identifier = |s: &&str| {
+        let mut chars = s.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    if segments.len() < 2 || !segments.iter().all(identifier) {
+        return Err(Error::Value(format!(
+            "a custom operation name needs at least two dot-separated identifiers ('mylib.op'), got {name:?}"
+        )));
+    }
+    let first = segments[0];
+    if first == "strideweave" || crate::operation::BUILTIN_OPERATIONS.contains(&first) {
+        return Err(Error::Value(format!(
+            "custom operation {name:?} uses the reserved namespace '{first}'"
+        )));
+    }
+    let definition = OperationDefinition {
+        inner: Arc::new(Inner {
+            name: name.into(),
+            schema,
+            resolve: Box::new(resolve),
+            reference,
+            vjp: Some(vjp),
+            builtin: false,
+        }),
+    };
+    let mut registry = REGISTRY.write().unwrap_or_else(PoisonError::into_inner);
+    if registry.contains_key(name) {
+        return Err(Error::Value(format!(
+            "an operation named {name:?} is already defined"
+        )));
+    }
+    registry.insert(Arc::clone(&definition.inner.name), definition.clone());
+    Ok(definition)
+}
 
 /// The registered definition named `name`; NotImplemented for an unknown name.
 pub fn operation_definition(name: &str) -> Result<OperationDefinition> {

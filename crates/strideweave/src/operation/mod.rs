@@ -12,10 +12,12 @@ mod operand;
 mod plan;
 mod planning;
 mod schema;
+mod vjp;
 
 pub use capability::{OperandCapability, OperationCapability};
 pub use definition::{
-    operation_definition, operation_definitions, OperationDefinition, ReferenceFn, ResolveFn,
+    define_operation, operation_definition, operation_definitions, OperationDefinition,
+    ReferenceFn, ResolveFn,
 };
 pub use dispatch::call;
 pub use dispatched::Operation;
@@ -24,3 +26,4 @@ pub use operand::Operand;
 pub use plan::{Accumulation, Arithmetic, OperandPlan, OperandRole, OperationPlan};
 pub use planning::{resolve_operation_plan, PlanOperand, BUILTIN_OPERATIONS};
 pub use schema::{OperandKind, OperandSpec, OperationSchema, OptionSpec, OptionValue};
+pub use vjp::{Vjp, VjpContext, VjpFn};
