@@ -32,8 +32,8 @@ fn tiny_add(c: &mut Criterion) {
             x.iter().zip(y).map(|(p, q)| p + q).collect::<Vec<f32>>()
         })
     });
-    group.bench_function("strideweave_call_add", |bench| {
-        bench.iter(|| call("add", [black_box(&a).into(), black_box(&b).into()], &[]).expect("add"))
+    group.bench_function("strideweave_ops_add", |bench| {
+        bench.iter(|| strideweave::ops::add(black_box(&a), black_box(&b)).expect("add"))
     });
     group.finish();
 }

@@ -12,6 +12,7 @@ pub mod error;
 mod kernels;
 pub mod movement;
 pub mod operation;
+pub mod ops;
 pub mod tensor;
 
 pub use carrier::{Carrier, CarrierClass};

@@ -8,8 +8,9 @@
 //! 3. Declarations are sorted in the deterministic capability order and never change.
 //! 4. Shipped classes are declared by StrideWeave itself and closed to declarations.
 
-use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
+
+use rustc_hash::FxHashMap;
 
 use crate::carrier::class::{CarrierClass, ClassKind};
 use crate::carriers::{Cpu, FileBacked, Generic};
@@ -19,16 +20,41 @@ use crate::operation::{
     resolve_operation_plan, OperationCapability, OperationPlan, PlanOperand, BUILTIN_OPERATIONS,
 };
 
-type Declarations = HashMap<CarrierClass, Arc<[OperationCapability]>>;
+/// One class's sealed declaration: the sorted capabilities and an index from plan to
+/// position, so the capability gate on the dispatch path is one hash lookup.
+struct Declaration {
+    sorted: Arc<[OperationCapability]>,
+    index: FxHashMap<OperationPlan, usize>,
+}
+
+impl Declaration {
+    fn new(sorted: Arc<[OperationCapability]>) -> Arc<Declaration> {
+        let index = sorted
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.plan().clone(), i))
+            .collect();
+        Arc::new(Declaration { sorted, index })
+    }
+
+    fn matching(&self, plan: &OperationPlan) -> Option<&OperationCapability> {
+        self.index.get(plan).and_then(|&i| self.sorted.get(i))
+    }
+}
+
+type Declarations = FxHashMap<CarrierClass, Arc<Declaration>>;
 
 static DECLARED: LazyLock<RwLock<Declarations>> = LazyLock::new(|| {
     // Shipped classes declare exactly what they execute: Generic and CPU every plan of the
     // built-in operations, FileBacked nothing.
-    let computing = shipped_computational_capabilities();
-    let mut declared = Declarations::new();
+    let computing = Declaration::new(shipped_computational_capabilities());
+    let mut declared = Declarations::default();
     declared.insert(CarrierClass::of::<Generic>(), computing.clone());
     declared.insert(CarrierClass::of::<Cpu>(), computing);
-    declared.insert(CarrierClass::of::<FileBacked>(), Arc::from([]));
+    declared.insert(
+        CarrierClass::of::<FileBacked>(),
+        Declaration::new(Arc::from([])),
+    );
     RwLock::new(declared)
 });
 
@@ -94,26 +120,32 @@ pub fn register_operation_capabilities(
             "{class} has already declared (or been queried for) its capabilities"
         )));
     }
-    declared.insert(class, sorted.into());
+    declared.insert(class, Declaration::new(sorted.into()));
     Ok(())
 }
 
-/// The capabilities declared by `class`, in the deterministic order. Sealing: an undeclared
-/// class is from now on declared as supporting nothing.
-pub fn capabilities_for_carrier_class(class: CarrierClass) -> Arc<[OperationCapability]> {
+/// The sealed declaration of `class`; an undeclared class is sealed as declaring nothing.
+fn declaration(class: CarrierClass) -> Arc<Declaration> {
     if let Some(found) = DECLARED
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .get(&class)
     {
-        return found.clone();
+        return Arc::clone(found);
     }
-    DECLARED
-        .write()
-        .unwrap_or_else(PoisonError::into_inner)
-        .entry(class)
-        .or_insert_with(|| Arc::from([]))
-        .clone()
+    Arc::clone(
+        DECLARED
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(class)
+            .or_insert_with(|| Declaration::new(Arc::from([]))),
+    )
+}
+
+/// The capabilities declared by `class`, in the deterministic order. Sealing: an undeclared
+/// class is from now on declared as supporting nothing.
+pub fn capabilities_for_carrier_class(class: CarrierClass) -> Arc<[OperationCapability]> {
+    Arc::clone(&declaration(class).sorted)
 }
 
 /// The capability of `class` that authorizes `plan` exactly, if any (seals like every
@@ -139,10 +171,11 @@ pub fn supports_operation_plan(class: CarrierClass, plan: &OperationPlan) -> boo
 /// when the class declares nothing for the operation, and "C declares no operation-plan
 /// capability for this 'op' plan: <plan>" when it declares other plans of it.
 pub fn unsupported_plan_reason(class: CarrierClass, plan: &OperationPlan) -> Option<String> {
-    let declared = capabilities_for_carrier_class(class);
-    if declared.iter().any(|c| c.matches(plan)) {
+    let declaration = declaration(class);
+    if declaration.matching(plan).is_some() {
         return None;
     }
+    let declared = &declaration.sorted;
     let operation = plan.operation();
     Some(if declared.iter().any(|c| c.operation() == operation) {
         format!("{class} declares no operation-plan capability for this '{operation}' plan: {plan}")

@@ -1,10 +1,11 @@
 //! `CarrierClass`: the exact-class identity every carrier registry is keyed by.
 
 use std::any::TypeId;
-use std::collections::HashMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::{LazyLock, PoisonError, RwLock};
+
+use rustc_hash::FxHashMap;
 
 /// Whether a carrier class stores its own slots or composes other carriers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,8 +32,8 @@ struct ClassInfo {
 #[derive(Clone, Copy)]
 pub struct CarrierClass(&'static ClassInfo);
 
-static BY_TYPE: LazyLock<RwLock<HashMap<TypeId, CarrierClass>>> =
-    LazyLock::new(|| RwLock::new(HashMap::new()));
+static BY_TYPE: LazyLock<RwLock<FxHashMap<TypeId, CarrierClass>>> =
+    LazyLock::new(|| RwLock::new(FxHashMap::default()));
 
 impl CarrierClass {
     /// The class of the Rust carrier type `T`, interned on first use.

@@ -238,7 +238,12 @@ fn definition(builtin: &'static Builtin) -> Result<OperationDefinition> {
 fn resolve(builtin: &Builtin, call: &BoundOperationCall) -> Result<ResolvedInvocation> {
     let name = builtin.name;
     for tensor in call.operands().iter().filter_map(Operand::as_tensor) {
-        tensor.carrier().check_live(&format!("compute '{name}'"))?;
+        if tensor.carrier().is_released() {
+            return Err(Error::Runtime(format!(
+                "cannot compute '{name}': an operand's {} carrier is released",
+                tensor.carrier().class()
+            )));
+        }
     }
     let accumulator = match call.option("accumulator_dtype") {
         Some(OptionValue::DType(dtype)) => Some(dtype),

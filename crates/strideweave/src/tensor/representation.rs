@@ -45,7 +45,10 @@ impl Tensor {
     /// `offset .. offset + cosize` do not fit in the carrier (a released carrier has none).
     pub fn new(carrier: Carrier, offset: usize, layout: Layout) -> Result<Tensor> {
         let dtype = carrier.dtype();
-        dtype.storage_schema()?;
+        if dtype.is_category() {
+            // A category has no storage schema (semantics-core.md §8).
+            dtype.storage_schema()?;
+        }
         let cosize = layout.cosize();
         let size = carrier.size();
         match offset.checked_add(cosize) {

@@ -1,0 +1,157 @@
+//! The built-in operations as functions: `ops::add(&a, &b)`.
+//!
+//! Each function calls its built-in definition (looked up once per process, not per call)
+//! through the same binding, planning, capability gate, dispatch and publication check as
+//! [`operation::call`](crate::operation::call), and returns the single result.
+//!
+//! ```
+//! use strideweave::carriers::Cpu;
+//! use strideweave::{ops, Shape, Tensor, Value};
+//! let a = Tensor::compact(Cpu::from_f32(&[1.0, -2.0], true)?, Shape::new(2)?)?;
+//! let b = Tensor::compact(Cpu::from_f32(&[0.5, 0.5], true)?, Shape::new(2)?)?;
+//! let y = ops::relu(&ops::add(&a, &b)?)?;
+//! assert_eq!(y.to_values()?, [Value::Float(1.5), Value::Float(0.0)]);
+//! # Ok::<(), strideweave::Error>(())
+//! ```
+
+use std::sync::LazyLock;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::operation::{
+    operation_definition, Operand, OperationDefinition, OptionValue, BUILTIN_OPERATIONS,
+};
+use crate::tensor::Tensor;
+
+/// The built-in definitions, in `BUILTIN_OPERATIONS` order, resolved once.
+static DEFINITIONS: LazyLock<Vec<Result<OperationDefinition>>> = LazyLock::new(|| {
+    BUILTIN_OPERATIONS
+        .iter()
+        .map(|name| operation_definition(name))
+        .collect()
+});
+
+fn run(name: &str, operands: Vec<Operand>, options: &[(&str, OptionValue)]) -> Result<Tensor> {
+    let position = BUILTIN_OPERATIONS.iter().position(|n| *n == name);
+    let definition = match position.and_then(|i| DEFINITIONS.get(i)) {
+        Some(Ok(definition)) => definition,
+        Some(Err(error)) => return Err(error.clone()),
+        None => {
+            return Err(Error::NotImplemented(format!(
+                "'{name}' is not a built-in operation"
+            )))
+        }
+    };
+    let mut results = definition.call(operands, options)?;
+    results
+        .pop()
+        .ok_or_else(|| Error::ProviderContract(format!("'{name}' returned no result")))
+}
+
+macro_rules! unary {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(x: &Tensor) -> Result<Tensor> {
+            run(stringify!($name), vec![Operand::Tensor(x.clone())], &[])
+        }
+    )*};
+}
+
+macro_rules! binary {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+            run(stringify!($name), vec![Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())], &[])
+        }
+    )*};
+}
+
+macro_rules! tensor_and_operand {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(lhs: &Tensor, rhs: impl Into<Operand>) -> Result<Tensor> {
+            run(stringify!($name), vec![Operand::Tensor(lhs.clone()), rhs.into()], &[])
+        }
+    )*};
+}
+
+unary! {
+    /// `-x` (Int32 checked).
+    neg;
+    /// `|x|` (Int32 checked).
+    abs;
+    /// `e^x`, in Float32.
+    exp;
+    /// The natural logarithm, in Float32.
+    log;
+    /// The square root, in Float32.
+    sqrt;
+    /// The hyperbolic tangent, in Float32.
+    tanh;
+    /// `1 / (1 + e^-x)`, in Float32.
+    sigmoid;
+    /// `max(x, 0)`.
+    relu;
+    /// The maximum over mode 1 of a two-mode tensor.
+    reduce_max;
+}
+
+binary! {
+    /// `lhs + rhs`, broadcasting extent-1 leaves of the same tree.
+    add;
+    /// `lhs - rhs`, broadcasting.
+    sub;
+    /// `lhs · rhs` elementwise, broadcasting.
+    elementwise_mul;
+}
+
+tensor_and_operand! {
+    /// `lhs / rhs` in Float32; `rhs` is a tensor or a scalar.
+    div;
+    /// The elementwise maximum; `rhs` is a tensor or a scalar.
+    maximum;
+    /// The elementwise minimum; `rhs` is a tensor or a scalar.
+    minimum;
+    /// `lhs == rhs` as Bool; `rhs` is a tensor or a scalar.
+    eq;
+    /// `lhs < rhs` as Bool; `rhs` is a tensor or a scalar.
+    lt;
+    /// `lhs <= rhs` as Bool; `rhs` is a tensor or a scalar.
+    le;
+}
+
+/// `lhs · rhs` where either may be a scalar: tensor×tensor, tensor×scalar or scalar×tensor.
+pub fn mul(lhs: impl Into<Operand>, rhs: impl Into<Operand>) -> Result<Tensor> {
+    run("mul", vec![lhs.into(), rhs.into()], &[])
+}
+
+/// The sum over mode 1 of a two-mode tensor (Float32 accumulates in Float32).
+pub fn reduce_sum(x: &Tensor) -> Result<Tensor> {
+    run("reduce_sum", vec![Operand::Tensor(x.clone())], &[])
+}
+
+/// [`reduce_sum`] accumulating in `accumulator` (Float32 or Float64).
+pub fn reduce_sum_with(x: &Tensor, accumulator: DType) -> Result<Tensor> {
+    let options = [("accumulator_dtype", OptionValue::DType(accumulator))];
+    run("reduce_sum", vec![Operand::Tensor(x.clone())], &options)
+}
+
+/// `(N,K)·(M,K) → (N,M)`: mode 1 of both operands is contracted (a conventional `A·B` is
+/// `matmul(A, B.permute([1, 0]))`, which costs no copy).
+pub fn matmul(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+    run(
+        "matmul",
+        vec![Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())],
+        &[],
+    )
+}
+
+/// [`matmul`] accumulating in `accumulator` (Float32 or Float64).
+pub fn matmul_with(lhs: &Tensor, rhs: &Tensor, accumulator: DType) -> Result<Tensor> {
+    let options = [("accumulator_dtype", OptionValue::DType(accumulator))];
+    run(
+        "matmul",
+        vec![Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())],
+        &options,
+    )
+}
