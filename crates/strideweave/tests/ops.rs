@@ -4,6 +4,10 @@ use strideweave::carriers::Cpu;
 use strideweave::operation::{call, Operand, OptionValue};
 use strideweave::{ops, DType, Result, Shape, Tensor, Value};
 
+type Unary = fn(&Tensor) -> Result<Tensor>;
+type Binary = fn(&Tensor, &Tensor) -> Result<Tensor>;
+type Mixed = fn(&Tensor, Operand) -> Result<Tensor>;
+
 fn t(values: &[f32], shape: Shape) -> Tensor {
     Tensor::compact(Cpu::from_f32(values, true).unwrap(), shape).unwrap()
 }
@@ -33,7 +37,7 @@ fn every_function_matches_its_named_call() {
         &[0.5, 2.0, -3.0, 1.0, 2.0, 2.0],
         Shape::new((2, 3)).unwrap(),
     );
-    let unary: [(fn(&Tensor) -> Result<Tensor>, &str); 9] = [
+    let unary: [(Unary, &str); 9] = [
         (ops::neg, "neg"),
         (ops::abs, "abs"),
         (ops::exp, "exp"),
@@ -47,7 +51,7 @@ fn every_function_matches_its_named_call() {
     for (f, name) in unary {
         same(f(&a), name, vec![a.clone().into()], &[]);
     }
-    let binary: [(fn(&Tensor, &Tensor) -> Result<Tensor>, &str); 4] = [
+    let binary: [(Binary, &str); 4] = [
         (ops::add, "add"),
         (ops::sub, "sub"),
         (ops::elementwise_mul, "elementwise_mul"),
@@ -61,7 +65,7 @@ fn every_function_matches_its_named_call() {
             &[],
         );
     }
-    let mixed: [(fn(&Tensor, Operand) -> Result<Tensor>, &str); 6] = [
+    let mixed: [(Mixed, &str); 6] = [
         (|x, y| ops::div(x, y), "div"),
         (|x, y| ops::maximum(x, y), "maximum"),
         (|x, y| ops::minimum(x, y), "minimum"),
