@@ -5,6 +5,7 @@
 //! that execute operations on them. This crate is built up issue by issue; at this stage it
 //! provides the error model and the layout algebra.
 
+pub mod autograd;
 pub mod carrier;
 pub mod carriers;
 pub mod dtype;
