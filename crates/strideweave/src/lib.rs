@@ -1,9 +1,18 @@
 //! StrideWeave: a tensor runtime whose tensors are `(carrier, offset, layout, dtype)`.
 //!
-//! Layouts are CuTe-style hierarchical shape/stride maps (re-exported from
-//! [`strideweave_layout`]); carriers are the places a tensor's slots live and the authorities
-//! that execute operations on them. This crate is built up issue by issue; at this stage it
-//! provides the error model and the layout algebra.
+//! - [`layout`]: CuTe-style hierarchical shape/stride maps and their algebra (the
+//!   dependency-free `strideweave_layout` crate);
+//! - [`dtype`]: identity-compared element types and scalar [`Value`]s;
+//! - [`carrier`] and [`carriers`]: the places a tensor's slots live (Generic, CPU, FileBacked)
+//!   and the authorities that execute operations on them;
+//! - [`tensor`]: tensors, element access and zero-copy views;
+//! - [`operation`] and [`ops`]: definitions, dtype planning, capabilities and dispatch of the
+//!   built-in and custom operations;
+//! - [`movement`]: moving a tensor to another carrier;
+//! - [`autograd`]: reverse-mode differentiation (in progress).
+//!
+//! Every failure is an [`Error`] whose [`ErrorKind`] mirrors the exception classes of the
+//! seed contract and whose message names what is at fault.
 
 pub mod autograd;
 pub mod carrier;
