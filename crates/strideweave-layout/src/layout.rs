@@ -27,12 +27,29 @@ pub(crate) type Leaf = (usize, usize);
 /// assert_eq!(layout.index_of(5)?, layout.index(&(1, (1, 0)).into())?);
 /// # Ok::<(), strideweave_layout::LayoutError>(())
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 pub struct Layout {
     shape: Shape,
     stride: Stride,
     /// `(extent, stride)` per leaf, side by side for the evaluation loops.
     leaves: Small<Leaf, 4>,
+}
+
+/// Equality on the tree and the `(extent, stride)` leaves: together they determine the shape
+/// and the stride, so comparing those again would only repeat the work.
+impl PartialEq for Layout {
+    fn eq(&self, other: &Self) -> bool {
+        self.leaves == other.leaves && self.shape.profile() == other.shape.profile()
+    }
+}
+
+impl Eq for Layout {}
+
+impl std::hash::Hash for Layout {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.shape.profile().hash(state);
+        self.leaves.hash(state);
+    }
 }
 
 impl Layout {

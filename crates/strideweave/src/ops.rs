@@ -19,7 +19,8 @@ use std::sync::LazyLock;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::operation::{
-    operation_definition, Operand, OperationDefinition, OptionValue, BUILTIN_OPERATIONS,
+    operation_definition, Operand, OperandList, OperationDefinition, OptionValue,
+    BUILTIN_OPERATIONS,
 };
 use crate::tensor::Tensor;
 
@@ -31,7 +32,7 @@ static DEFINITIONS: LazyLock<Vec<Result<OperationDefinition>>> = LazyLock::new(|
         .collect()
 });
 
-fn run(name: &str, operands: Vec<Operand>, options: &[(&str, OptionValue)]) -> Result<Tensor> {
+fn run(name: &str, operands: OperandList, options: &[(&str, OptionValue)]) -> Result<Tensor> {
     let position = BUILTIN_OPERATIONS.iter().position(|n| *n == name);
     let definition = match position.and_then(|i| DEFINITIONS.get(i)) {
         Some(Ok(definition)) => definition,
@@ -42,7 +43,7 @@ fn run(name: &str, operands: Vec<Operand>, options: &[(&str, OptionValue)]) -> R
             )))
         }
     };
-    let mut results = definition.call(operands, options)?;
+    let mut results = definition.call_list(operands, options)?;
     results
         .pop()
         .ok_or_else(|| Error::ProviderContract(format!("'{name}' returned no result")))
@@ -52,7 +53,7 @@ macro_rules! unary {
     ($($(#[$doc:meta])* $name:ident;)*) => {$(
         $(#[$doc])*
         pub fn $name(x: &Tensor) -> Result<Tensor> {
-            run(stringify!($name), vec![Operand::Tensor(x.clone())], &[])
+            run(stringify!($name), OperandList::One([Operand::Tensor(x.clone())]), &[])
         }
     )*};
 }
@@ -61,7 +62,7 @@ macro_rules! binary {
     ($($(#[$doc:meta])* $name:ident;)*) => {$(
         $(#[$doc])*
         pub fn $name(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
-            run(stringify!($name), vec![Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())], &[])
+            run(stringify!($name), OperandList::Two([Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())]), &[])
         }
     )*};
 }
@@ -70,7 +71,7 @@ macro_rules! tensor_and_operand {
     ($($(#[$doc:meta])* $name:ident;)*) => {$(
         $(#[$doc])*
         pub fn $name(lhs: &Tensor, rhs: impl Into<Operand>) -> Result<Tensor> {
-            run(stringify!($name), vec![Operand::Tensor(lhs.clone()), rhs.into()], &[])
+            run(stringify!($name), OperandList::Two([Operand::Tensor(lhs.clone()), rhs.into()]), &[])
         }
     )*};
 }
@@ -122,18 +123,26 @@ tensor_and_operand! {
 
 /// `lhs · rhs` where either may be a scalar: tensor×tensor, tensor×scalar or scalar×tensor.
 pub fn mul(lhs: impl Into<Operand>, rhs: impl Into<Operand>) -> Result<Tensor> {
-    run("mul", vec![lhs.into(), rhs.into()], &[])
+    run("mul", OperandList::Two([lhs.into(), rhs.into()]), &[])
 }
 
 /// The sum over mode 1 of a two-mode tensor (Float32 accumulates in Float32).
 pub fn reduce_sum(x: &Tensor) -> Result<Tensor> {
-    run("reduce_sum", vec![Operand::Tensor(x.clone())], &[])
+    run(
+        "reduce_sum",
+        OperandList::One([Operand::Tensor(x.clone())]),
+        &[],
+    )
 }
 
 /// [`reduce_sum`] accumulating in `accumulator` (Float32 or Float64).
 pub fn reduce_sum_with(x: &Tensor, accumulator: DType) -> Result<Tensor> {
     let options = [("accumulator_dtype", OptionValue::DType(accumulator))];
-    run("reduce_sum", vec![Operand::Tensor(x.clone())], &options)
+    run(
+        "reduce_sum",
+        OperandList::One([Operand::Tensor(x.clone())]),
+        &options,
+    )
 }
 
 /// `(N,K)·(M,K) → (N,M)`: mode 1 of both operands is contracted (a conventional `A·B` is
@@ -141,7 +150,7 @@ pub fn reduce_sum_with(x: &Tensor, accumulator: DType) -> Result<Tensor> {
 pub fn matmul(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
     run(
         "matmul",
-        vec![Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())],
+        OperandList::Two([Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())]),
         &[],
     )
 }
@@ -151,7 +160,7 @@ pub fn matmul_with(lhs: &Tensor, rhs: &Tensor, accumulator: DType) -> Result<Ten
     let options = [("accumulator_dtype", OptionValue::DType(accumulator))];
     run(
         "matmul",
-        vec![Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())],
+        OperandList::Two([Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())]),
         &options,
     )
 }

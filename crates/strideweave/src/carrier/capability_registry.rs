@@ -8,6 +8,7 @@
 //! 3. Declarations are sorted in the deterministic capability order and never change.
 //! 4. Shipped classes are declared by StrideWeave itself and closed to declarations.
 
+use std::cell::RefCell;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use rustc_hash::FxHashMap;
@@ -53,6 +54,10 @@ static DECLARED: LazyLock<RwLock<Declarations>> = LazyLock::new(|| {
     declared.insert(CarrierClass::of::<Cpu>(), computing);
     declared.insert(
         CarrierClass::of::<FileBacked>(),
+        Declaration::new(Arc::from([])),
+    );
+    declared.insert(
+        CarrierClass::of::<crate::carriers::BlockDeviceCarrier>(),
         Declaration::new(Arc::from([])),
     );
     RwLock::new(declared)
@@ -154,10 +159,7 @@ pub fn matching_capability(
     class: CarrierClass,
     plan: &OperationPlan,
 ) -> Option<OperationCapability> {
-    capabilities_for_carrier_class(class)
-        .iter()
-        .find(|c| c.matches(plan))
-        .cloned()
+    declaration(class).matching(plan).cloned()
 }
 
 /// Whether `class` declares a capability matching `plan`.
@@ -195,4 +197,38 @@ pub fn require_capability(
             UnsupportedOperationPlan::new(plan.operation(), unsupported_plan_reason(class, plan)),
         )),
     }
+}
+
+thread_local! {
+    /// The last (class, plan) [`check_capability`] authorized on this thread.
+    static LAST_AUTHORIZED: RefCell<Option<(CarrierClass, OperationPlan)>> =
+        const { RefCell::new(None) };
+}
+
+/// [`require_capability`] for the dispatch path: the same answer and error, without cloning
+/// the authorizing capability.
+pub(crate) fn check_capability(class: CarrierClass, plan: &OperationPlan) -> Result<()> {
+    // Declarations never change once sealed, so an answer of yes stays true: the last plan
+    // authorized on this thread (kept alive here, so its identity cannot be reused) is let
+    // through without a look-up.
+    let repeated = LAST_AUTHORIZED.with_borrow(|last| {
+        last.as_ref()
+            .is_some_and(|(c, p)| *c == class && p.same_as(plan))
+    });
+    if repeated {
+        return Ok(());
+    }
+    let authorized = DECLARED
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&class)
+        .map(|declared| declared.matching(plan).is_some());
+    // An undeclared class is sealed (as declaring nothing) by the full query below.
+    if authorized.unwrap_or_else(|| declaration(class).matching(plan).is_some()) {
+        LAST_AUTHORIZED.set(Some((class, plan.clone())));
+        return Ok(());
+    }
+    Err(Error::UnsupportedOperationPlan(
+        UnsupportedOperationPlan::new(plan.operation(), unsupported_plan_reason(class, plan)),
+    ))
 }

@@ -5,6 +5,7 @@
 use std::any::Any;
 
 use crate::carrier::class::{CarrierClass, ClassKind};
+use crate::carrier::Carrier;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 use crate::operation::Operation;
@@ -99,20 +100,22 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
 
 /// The object-safe face of [`DefinitionFreeCarrier`] that a carrier handle stores.
 pub(crate) trait ErasedCarrier: Send + Sync {
-    fn class(&self) -> CarrierClass;
     fn supports_storage_dtype(&self, dtype: DType) -> bool;
     fn size(&self) -> usize;
     fn read(&self, index: usize, dtype: DType) -> Result<Value>;
     fn write(&self, index: usize, value: Value, dtype: DType) -> Result<()>;
     fn write_all(&self, writes: &[(usize, Value)], dtype: DType) -> Result<()>;
     fn release(&self) -> Result<()>;
-    fn new_like(&self, values: &[Value], dtype: DType) -> Result<Box<dyn ErasedCarrier>>;
+    /// A fresh carrier of this class (see [`DefinitionFreeCarrier::new_like`]).
+    fn new_like(&self, values: &[Value], dtype: DType, mutable: bool) -> Result<Carrier>;
+    /// A fresh carrier of this class (see [`DefinitionFreeCarrier::allocate_like`]).
     fn allocate_like(
         &self,
         size: usize,
         dtype: DType,
         empty: bool,
-    ) -> Result<Box<dyn ErasedCarrier>>;
+        mutable: bool,
+    ) -> Result<Carrier>;
     fn grows_as_destination(&self) -> bool;
     fn set_extent(&self, slots: usize, dtype: DType) -> Result<()>;
     fn supports_scatter(&self) -> bool;
@@ -127,9 +130,6 @@ pub(crate) trait ErasedCarrier: Send + Sync {
 }
 
 impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
-    fn class(&self) -> CarrierClass {
-        CarrierClass::of::<T>()
-    }
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
         DefinitionFreeCarrier::supports_storage_dtype(self, dtype)
     }
@@ -148,20 +148,19 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
     fn release(&self) -> Result<()> {
         DefinitionFreeCarrier::release(self)
     }
-    fn new_like(&self, values: &[Value], dtype: DType) -> Result<Box<dyn ErasedCarrier>> {
-        Ok(Box::new(DefinitionFreeCarrier::new_like(
-            self, values, dtype,
-        )?))
+    fn new_like(&self, values: &[Value], dtype: DType, mutable: bool) -> Result<Carrier> {
+        let body = DefinitionFreeCarrier::new_like(self, values, dtype)?;
+        Carrier::new(body, dtype, mutable)
     }
     fn allocate_like(
         &self,
         size: usize,
         dtype: DType,
         empty: bool,
-    ) -> Result<Box<dyn ErasedCarrier>> {
-        Ok(Box::new(DefinitionFreeCarrier::allocate_like(
-            self, size, dtype, empty,
-        )?))
+        mutable: bool,
+    ) -> Result<Carrier> {
+        let body = DefinitionFreeCarrier::allocate_like(self, size, dtype, empty)?;
+        Carrier::new(body, dtype, mutable)
     }
     fn grows_as_destination(&self) -> bool {
         DefinitionFreeCarrier::grows_as_destination(self)

@@ -15,22 +15,19 @@ use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 use crate::operation::{Operation, OperationCapability, OperationPlan};
 
-/// The implementation behind a carrier handle.
+/// The framework-owned state of a carrier and, last, its body: the implementation behind the
+/// handle, stored unsized in the same allocation.
 ///
-/// Today every carrier is definition-free; the carrier extension adds the definition-backed
-/// body (provider-owned state driven by a sealed `CarrierDefinition`) beside it.
-enum Body {
-    /// A type implementing [`DefinitionFreeCarrier`].
-    DefinitionFree(Box<dyn ErasedCarrier>),
-}
-
-struct Inner {
+/// Today every body is a definition-free carrier ([`ErasedCarrier`]); the carrier extension
+/// adds the definition-backed body (provider-owned state driven by a sealed
+/// `CarrierDefinition`) as another implementation of the erased body.
+struct Inner<B: ?Sized = dyn ErasedCarrier> {
     class: CarrierClass,
     dtype: DType,
     intrinsically_mutable: bool,
     version: AtomicU64,
     lifecycle: Lifecycle,
-    body: Body,
+    body: B,
 }
 
 /// A flat run of slots of one dtype, and the authority over the tensors it backs.
@@ -58,32 +55,39 @@ impl Carrier {
     ///
     /// Fails with a Value error when the class cannot store `dtype` (categories never can).
     pub fn new<T: DefinitionFreeCarrier>(body: T, dtype: DType, mutable: bool) -> Result<Carrier> {
-        Carrier::from_body(Box::new(body), dtype, mutable)
+        Carrier::with_class(body, CarrierClass::of::<T>(), dtype, mutable)
     }
 
-    fn from_body(body: Box<dyn ErasedCarrier>, dtype: DType, mutable: bool) -> Result<Carrier> {
-        let class = body.class();
-        if !body.supports_storage_dtype(dtype) {
+    /// [`Carrier::new`] for a caller that already knows the exact class of `T` (it must be
+    /// `CarrierClass::of::<T>()`), sparing the look-up of the class by type.
+    pub(crate) fn with_class<T: DefinitionFreeCarrier>(
+        body: T,
+        class: CarrierClass,
+        dtype: DType,
+        mutable: bool,
+    ) -> Result<Carrier> {
+        debug_assert!(
+            class == CarrierClass::of::<T>(),
+            "{class} is not the class of the body"
+        );
+        if !DefinitionFreeCarrier::supports_storage_dtype(&body, dtype) {
             return Err(Error::Value(format!(
                 "{class} carriers cannot store dtype {dtype}"
             )));
         }
-        Ok(Carrier {
-            inner: Arc::new(Inner {
-                class,
-                dtype,
-                intrinsically_mutable: mutable,
-                version: AtomicU64::new(0),
-                lifecycle: Lifecycle::default(),
-                body: Body::DefinitionFree(body),
-            }),
-        })
+        let inner: Arc<Inner> = Arc::new(Inner {
+            class,
+            dtype,
+            intrinsically_mutable: mutable,
+            version: AtomicU64::new(0),
+            lifecycle: Lifecycle::default(),
+            body,
+        });
+        Ok(Carrier { inner })
     }
 
     fn body(&self) -> &dyn ErasedCarrier {
-        match &self.inner.body {
-            Body::DefinitionFree(body) => body.as_ref(),
-        }
+        &self.inner.body
     }
 
     pub(crate) fn lifecycle(&self) -> &Lifecycle {
@@ -149,7 +153,7 @@ impl Carrier {
 
     /// A process-unique identity of this carrier (for version tokens and diagnostics).
     pub fn id(&self) -> usize {
-        Arc::as_ptr(&self.inner) as usize
+        Arc::as_ptr(&self.inner).cast::<()>() as usize
     }
 
     /// The definition-free implementation as its concrete type, for typed fast paths
@@ -302,9 +306,15 @@ impl Carrier {
     /// tagged with `name` and this exact class. NotImplemented when the class does not
     /// execute it; a Type error when the hook returns an operation already dispatched.
     pub fn dispatch_op(&self, name: &str) -> Result<Operation> {
+        self.dispatch_operation(&Arc::from(name))
+    }
+
+    /// [`dispatch_op`](Carrier::dispatch_op) with the name already shared (a definition's),
+    /// so tagging the operation copies nothing.
+    pub(crate) fn dispatch_operation(&self, name: &Arc<str>) -> Result<Operation> {
         self.body()
             .dispatch_op(name)?
-            .mark_dispatched(name, self.class())
+            .mark_dispatched(Arc::clone(name), self.class())
     }
 
     /// The capabilities this carrier executes: its class's declaration (dependent carriers
@@ -357,7 +367,7 @@ impl Carrier {
             .iter()
             .map(|v| dtype.normalize(*v))
             .collect::<Result<Vec<_>>>()?;
-        Carrier::from_body(self.body().new_like(&normalized, dtype)?, dtype, mutable)
+        self.body().new_like(&normalized, dtype, mutable)
     }
 
     /// A fresh carrier of the same exact class with `size` slots, zeroed unless `empty`
@@ -371,11 +381,7 @@ impl Carrier {
     ) -> Result<Carrier> {
         let dtype = self.resolve_dtype(dtype)?;
         // The factory returns the implementing type itself, so the exact class is kept.
-        Carrier::from_body(
-            self.body().allocate_like(size, dtype, empty)?,
-            dtype,
-            mutable,
-        )
+        self.body().allocate_like(size, dtype, empty, mutable)
     }
 }
 

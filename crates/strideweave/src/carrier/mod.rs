@@ -13,6 +13,7 @@ mod handle;
 mod lifecycle;
 mod scatter;
 
+pub(crate) use capability_registry::check_capability;
 pub use capability_registry::{
     capabilities_for_carrier_class, matching_capability, register_operation_capabilities,
     require_capability, supports_operation_plan, unsupported_plan_reason,

@@ -21,6 +21,7 @@
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ops::Range;
 use std::ptr::NonNull;
+use std::sync::OnceLock;
 
 use parking_lot::RwLock;
 
@@ -120,7 +121,7 @@ impl Cpu {
     /// byte count when the buffer cannot be allocated.
     pub fn carrier(size: usize, dtype: DType, mutable: bool, empty: bool) -> Result<Carrier> {
         let element = Element::of(dtype)?;
-        Carrier::new(Cpu::allocate(size, element, empty)?, dtype, mutable)
+        Cpu::wrap(Cpu::allocate(size, element, empty)?, dtype, mutable)
     }
 
     /// A CPU carrier holding `values`, each normalized to `dtype` with [`DType::normalize`].
@@ -134,7 +135,7 @@ impl Cpu {
             .iter()
             .map(|value| dtype.normalize(*value))
             .collect::<Result<Vec<_>>>()?;
-        Carrier::new(Cpu::holding(&normalized, element)?, dtype, mutable)
+        Cpu::wrap(Cpu::holding(&normalized, element)?, dtype, mutable)
     }
 
     /// A Float32 CPU carrier holding a copy of `values` (one bulk copy, no per-element
@@ -150,14 +151,14 @@ impl Cpu {
     pub fn from_f32(values: &[f32], mutable: bool) -> Result<Carrier> {
         let cpu = Cpu::allocate(values.len(), Element::of(DType::FLOAT32)?, true)?;
         cpu.with_f32_mut(|slots| slots.copy_from_slice(values))?;
-        Carrier::new(cpu, DType::FLOAT32, mutable)
+        Cpu::wrap(cpu, DType::FLOAT32, mutable)
     }
 
     /// An Int32 CPU carrier holding a copy of `values`.
     pub fn from_i32(values: &[i32], mutable: bool) -> Result<Carrier> {
         let cpu = Cpu::allocate(values.len(), Element::of(DType::INT32)?, true)?;
         cpu.with_i32_mut(|slots| slots.copy_from_slice(values))?;
-        Carrier::new(cpu, DType::INT32, mutable)
+        Cpu::wrap(cpu, DType::INT32, mutable)
     }
 
     /// The address of the first slot; `None` when the carrier has no slots or is released.
@@ -168,6 +169,17 @@ impl Cpu {
             .read_recursive()
             .as_ref()
             .and_then(AlignedBuffer::address)
+    }
+
+    /// The exact class of CPU carriers, looked up once per process.
+    pub(crate) fn carrier_class() -> CarrierClass {
+        static CLASS: OnceLock<CarrierClass> = OnceLock::new();
+        *CLASS.get_or_init(CarrierClass::of::<Cpu>)
+    }
+
+    /// A CPU carrier of the body `cpu`, which holds `dtype` slots.
+    pub(crate) fn wrap(cpu: Cpu, dtype: DType, mutable: bool) -> Result<Carrier> {
+        Carrier::with_class(cpu, Cpu::carrier_class(), dtype, mutable)
     }
 
     /// A fresh, unwrapped CPU body of `size` zeroed slots of `dtype`, for kernels to fill
@@ -284,6 +296,48 @@ impl Cpu {
         Ok(f(buffer.typed_mut::<i32>()))
     }
 
+    /// Runs `f` on the Float32 slots of a body nobody else can see yet (no lock taken).
+    ///
+    /// # Errors
+    /// A Type error when the carrier does not hold Float32; a Runtime error once released.
+    pub(crate) fn with_f32_exclusive<R>(&mut self, f: impl FnOnce(&mut [f32]) -> R) -> Result<R> {
+        self.expect_element(Element::Float32)?;
+        let buffer = self
+            .buffer
+            .get_mut()
+            .as_mut()
+            .ok_or_else(|| released("write"))?;
+        Ok(f(buffer.typed_mut::<f32>()))
+    }
+
+    /// Runs `f` on the Int32 slots of a body nobody else can see yet (no lock taken).
+    ///
+    /// # Errors
+    /// A Type error when the carrier does not hold Int32; a Runtime error once released.
+    pub(crate) fn with_i32_exclusive<R>(&mut self, f: impl FnOnce(&mut [i32]) -> R) -> Result<R> {
+        self.expect_element(Element::Int32)?;
+        let buffer = self
+            .buffer
+            .get_mut()
+            .as_mut()
+            .ok_or_else(|| released("write"))?;
+        Ok(f(buffer.typed_mut::<i32>()))
+    }
+
+    /// Runs `f` on the raw slot bytes of a body nobody else can see yet (no lock taken).
+    /// Bool slots must be left holding 0 or 1.
+    ///
+    /// # Errors
+    /// A Runtime error once released.
+    pub(crate) fn with_bytes_exclusive<R>(&mut self, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        let buffer = self
+            .buffer
+            .get_mut()
+            .as_mut()
+            .ok_or_else(|| released("write"))?;
+        Ok(f(buffer.as_bytes_mut()))
+    }
+
     fn expect_element(&self, wanted: Element) -> Result<()> {
         if self.element == wanted {
             return Ok(());
@@ -383,14 +437,12 @@ impl DefinitionFreeCarrier for Cpu {
     /// A fresh [`Operation`] running the fast CPU kernel of the built-in `name`
     /// (docs/kernel-semantics.md); NotImplemented for any other name.
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
-        let Some(&name) = BUILTIN_OPERATIONS.iter().find(|&&known| known == name) else {
+        let Some(position) = BUILTIN_OPERATIONS.iter().position(|&known| known == name) else {
             return Err(Error::NotImplemented(format!(
                 "{NAME} carriers dispatch no operation '{name}' (only the built-in operations)"
             )));
         };
-        Ok(Operation::new(move |invocation| {
-            crate::kernels::cpu::execute(name, invocation)
-        }))
+        Ok(DISPATCH[position]())
     }
 
     fn check_scatter_source(
@@ -399,7 +451,7 @@ impl DefinitionFreeCarrier for Cpu {
         source_dtype: DType,
         dtype: DType,
     ) -> Result<()> {
-        if source != CarrierClass::of::<Cpu>() {
+        if source != Cpu::carrier_class() {
             return Err(Error::Type(format!(
                 "{NAME} scatter needs a {NAME} source tensor, not a {source} one"
             )));
@@ -414,6 +466,38 @@ impl DefinitionFreeCarrier for Cpu {
         Ok(())
     }
 }
+
+/// A fresh [`Operation`] running the CPU kernel of built-in operation `I`. The closure
+/// captures nothing (the name is a constant), so creating the operation allocates only its
+/// shared state.
+fn dispatch_builtin<const I: usize>() -> Operation {
+    Operation::new(|invocation| crate::kernels::cpu::execute(BUILTIN_OPERATIONS[I], invocation))
+}
+
+/// [`dispatch_builtin`] for each built-in operation, in `BUILTIN_OPERATIONS` order.
+const DISPATCH: [fn() -> Operation; BUILTIN_OPERATIONS.len()] = [
+    dispatch_builtin::<0>,
+    dispatch_builtin::<1>,
+    dispatch_builtin::<2>,
+    dispatch_builtin::<3>,
+    dispatch_builtin::<4>,
+    dispatch_builtin::<5>,
+    dispatch_builtin::<6>,
+    dispatch_builtin::<7>,
+    dispatch_builtin::<8>,
+    dispatch_builtin::<9>,
+    dispatch_builtin::<10>,
+    dispatch_builtin::<11>,
+    dispatch_builtin::<12>,
+    dispatch_builtin::<13>,
+    dispatch_builtin::<14>,
+    dispatch_builtin::<15>,
+    dispatch_builtin::<16>,
+    dispatch_builtin::<17>,
+    dispatch_builtin::<18>,
+    dispatch_builtin::<19>,
+    dispatch_builtin::<20>,
+];
 
 /// The bytes of slot `index` for elements `width` bytes wide, unless that overflows.
 fn slot_range(index: usize, width: usize) -> Option<Range<usize>> {

@@ -2,12 +2,14 @@
 //! implementing [`DefinitionFreeCarrier`](crate::carrier::DefinitionFreeCarrier), never a
 //! variant of these.
 
+mod block_device;
 mod cpu;
 mod file_backed;
 mod generic;
 
 use std::any::TypeId;
 
+pub use block_device::{BlockDevice, BlockDeviceCarrier};
 pub use cpu::Cpu;
 pub use file_backed::FileBacked;
 pub use generic::Generic;
@@ -18,6 +20,7 @@ pub(crate) fn is_shipped(type_id: TypeId) -> bool {
         TypeId::of::<Generic>(),
         TypeId::of::<Cpu>(),
         TypeId::of::<FileBacked>(),
+        TypeId::of::<BlockDeviceCarrier>(),
     ]
     .contains(&type_id)
 }

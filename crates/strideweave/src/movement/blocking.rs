@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::carrier::{Carrier, Claim};
 use crate::error::{Error, Result};
+use crate::movement::block::refuse_unrouted_block_pair;
 use crate::movement::{
     registered_move_operation, ElementwiseMoveOperation, MoveOperation, MoveTarget,
 };
@@ -51,8 +52,13 @@ pub fn move_to(tensor: &Tensor, destination: &Carrier) -> Result<Tensor> {
         )));
     }
     let operation: Arc<dyn MoveOperation> =
-        registered_move_operation(source.class(), destination.class())
-            .unwrap_or_else(|| Arc::new(ElementwiseMoveOperation));
+        match registered_move_operation(source.class(), destination.class()) {
+            Some(operation) => operation,
+            None => {
+                refuse_unrouted_block_pair(source.class(), destination.class())?;
+                Arc::new(ElementwiseMoveOperation)
+            }
+        };
 
     let source_claim = Claim::new(source)?;
     let _destination_claim = Claim::new(destination)?;

@@ -5,6 +5,7 @@
 //! [`registry`]; a pair without a registered [`MoveOperation`] uses
 //! [`ElementwiseMoveOperation`].
 
+mod block;
 mod blocking;
 mod bulk;
 mod elementwise;

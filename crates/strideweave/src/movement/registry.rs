@@ -7,8 +7,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use crate::carrier::CarrierClass;
-use crate::carriers::{Cpu, FileBacked};
+use crate::carriers::{BlockDeviceCarrier, Cpu, FileBacked};
 use crate::error::{Error, Result};
+use crate::movement::block::{refuse_block_registry_change, BlockDeviceToCpu, CpuToBlockDevice};
 use crate::movement::bulk::{CpuToFileBacked, FileBackedToCpu};
 use crate::movement::MoveOperation;
 
@@ -16,22 +17,29 @@ type Routes = HashMap<(CarrierClass, CarrierClass), Arc<dyn MoveOperation>>;
 
 static ROUTES: LazyLock<RwLock<Routes>> = LazyLock::new(|| RwLock::new(shipped_routes()));
 
-/// The bulk routes StrideWeave ships: CPU ↔ FileBacked.
+/// The bulk routes StrideWeave ships: CPU ↔ FileBacked and CPU ↔ BlockDeviceCarrier.
 fn shipped_routes() -> Routes {
     let cpu = CarrierClass::of::<Cpu>();
     let file = CarrierClass::of::<FileBacked>();
+    let block = CarrierClass::of::<BlockDeviceCarrier>();
     let mut routes = Routes::new();
     routes.insert((cpu, file), Arc::new(CpuToFileBacked));
     routes.insert((file, cpu), Arc::new(FileBackedToCpu));
+    routes.insert((cpu, block), Arc::new(CpuToBlockDevice));
+    routes.insert((block, cpu), Arc::new(BlockDeviceToCpu));
     routes
 }
 
 /// Registers `operation` as the route from `source` to `destination` (exact classes).
+///
+/// A Value error for a pair already registered, or with a BlockDeviceCarrier end (its
+/// routes are fixed).
 pub fn register_move_operation(
     source: CarrierClass,
     destination: CarrierClass,
     operation: Arc<dyn MoveOperation>,
 ) -> Result<()> {
+    refuse_block_registry_change(source, destination)?;
     let mut routes = ROUTES.write().unwrap_or_else(PoisonError::into_inner);
     if let Some(existing) = routes.get(&(source, destination)) {
         return Err(Error::Value(format!(
@@ -43,8 +51,10 @@ pub fn register_move_operation(
     Ok(())
 }
 
-/// Removes the route from `source` to `destination`; a Key error when there is none.
+/// Removes the route from `source` to `destination`; a Key error when there is none, a
+/// Value error for a pair with a BlockDeviceCarrier end (its routes are fixed).
 pub fn unregister_move_operation(source: CarrierClass, destination: CarrierClass) -> Result<()> {
+    refuse_block_registry_change(source, destination)?;
     let mut routes = ROUTES.write().unwrap_or_else(PoisonError::into_inner);
     match routes.remove(&(source, destination)) {
         Some(_) => Ok(()),

@@ -1,16 +1,20 @@
 //! The built-in operations: their schemas and how each resolves a call into a dtype plan
 //! and canonical result layouts (semantics-operations.md §2b).
 
+use parking_lot::RwLock;
 use strideweave_layout::{Layout, Shape};
 
+use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 use crate::operation::definition::{OperationDefinition, ResolveFn};
 use crate::operation::invocation::{BoundOperationCall, ResolvedInvocation, ResultSpec};
+use crate::operation::plan::OperationPlan;
 use crate::operation::planning::{resolve_operation_plan, PlanOperand};
 use crate::operation::schema::{
     OperandKind, OperandSpec, OperationSchema, OptionSpec, OptionValue,
 };
 use crate::operation::Operand;
+use crate::tensor::Tensor;
 
 /// How the result shape of a built-in follows from its operands.
 #[derive(Clone, Copy)]
@@ -231,11 +235,90 @@ fn definition(builtin: &'static Builtin) -> Result<OperationDefinition> {
         Vec::new()
     };
     let schema = OperationSchema::new(operands, options)?;
-    let resolve: Box<ResolveFn> = Box::new(move |call| resolve(builtin, call));
+    let plans = PlanCache::default();
+    let resolve: Box<ResolveFn> = Box::new(move |call| resolve(builtin, &plans, call));
     Ok(OperationDefinition::builtin(builtin.name, schema, resolve))
 }
 
-fn resolve(builtin: &Builtin, call: &BoundOperationCall) -> Result<ResolvedInvocation> {
+/// An operand as far as planning can tell it apart: a tensor's dtype, or a weak scalar's
+/// kind (an integer scalar also by whether it fits Int32, the one value test planning makes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyOperand {
+    Tensor(DType),
+    Int { fits_int32: bool },
+    Float,
+    Bool,
+}
+
+impl KeyOperand {
+    fn of(operand: &Operand) -> KeyOperand {
+        match operand {
+            Operand::Tensor(t) => KeyOperand::Tensor(t.dtype()),
+            Operand::Scalar(Value::Int(i)) => KeyOperand::Int {
+                fits_int32: i32::try_from(*i).is_ok(),
+            },
+            Operand::Scalar(Value::Float(_)) => KeyOperand::Float,
+            Operand::Scalar(Value::Bool(_)) => KeyOperand::Bool,
+        }
+    }
+}
+
+/// Everything a built-in's plan depends on (built-ins take at most two operands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PlanKey {
+    operands: [Option<KeyOperand>; 2],
+    accumulator: Option<DType>,
+}
+
+impl PlanKey {
+    fn of(operands: &[Operand], accumulator: Option<DType>) -> Option<PlanKey> {
+        let mut key = PlanKey {
+            operands: [None; 2],
+            accumulator,
+        };
+        if operands.len() > key.operands.len() {
+            return None;
+        }
+        for (slot, operand) in key.operands.iter_mut().zip(operands) {
+            *slot = Some(KeyOperand::of(operand));
+        }
+        Some(key)
+    }
+}
+
+/// How many distinct plans one built-in remembers (the shipped dtypes give far fewer).
+const PLAN_CACHE_CAPACITY: usize = 64;
+
+/// The plans one built-in resolved successfully, by [`PlanKey`]: planning is
+/// value-independent, so a key seen before yields the same plan again. Failures are not kept
+/// (their messages quote the operands' values).
+#[derive(Default)]
+struct PlanCache {
+    plans: RwLock<Vec<(PlanKey, OperationPlan)>>,
+}
+
+impl PlanCache {
+    fn get(&self, key: &PlanKey) -> Option<OperationPlan> {
+        self.plans
+            .read()
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, plan)| plan.clone())
+    }
+
+    fn insert(&self, key: PlanKey, plan: &OperationPlan) {
+        let mut plans = self.plans.write();
+        if plans.len() < PLAN_CACHE_CAPACITY && !plans.iter().any(|(k, _)| *k == key) {
+            plans.push((key, plan.clone()));
+        }
+    }
+}
+
+fn resolve(
+    builtin: &Builtin,
+    plans: &PlanCache,
+    call: &BoundOperationCall,
+) -> Result<ResolvedInvocation> {
     let name = builtin.name;
     for tensor in call.operands().iter().filter_map(Operand::as_tensor) {
         if tensor.carrier().is_released() {
@@ -254,25 +337,44 @@ fn resolve(builtin: &Builtin, call: &BoundOperationCall) -> Result<ResolvedInvoc
             )))
         }
     };
-    let plan_operands: Vec<PlanOperand> = call
-        .operands()
-        .iter()
-        .map(|o| match o {
-            Operand::Tensor(t) => PlanOperand::Tensor(t.dtype()),
-            Operand::Scalar(v) => PlanOperand::Scalar(*v),
-        })
-        .collect();
-    let plan = resolve_operation_plan(name, &plan_operands, accumulator)?;
-    let shapes: Vec<&Shape> = call
+    let key = PlanKey::of(call.operands(), accumulator);
+    let plan = match key.and_then(|key| plans.get(&key)) {
+        Some(plan) => plan,
+        None => {
+            let plan_operands: Vec<PlanOperand> = call
+                .operands()
+                .iter()
+                .map(|o| match o {
+                    Operand::Tensor(t) => PlanOperand::Tensor(t.dtype()),
+                    Operand::Scalar(v) => PlanOperand::Scalar(*v),
+                })
+                .collect();
+            let plan = resolve_operation_plan(name, &plan_operands, accumulator)?;
+            if let Some(key) = key {
+                plans.insert(key, &plan);
+            }
+            plan
+        }
+    };
+    let mut shapes = call
         .operands()
         .iter()
         .filter_map(Operand::as_tensor)
-        .map(|t| t.shape())
-        .collect();
+        .map(Tensor::shape);
     let shape = match builtin.rule {
-        ShapeRule::Broadcast => broadcast_shapes(name, &shapes)?,
-        ShapeRule::ReduceMode1 => reduced_shape(name, shapes[0])?,
-        ShapeRule::Contract => contracted_shape(name, shapes[0], shapes[1])?,
+        ShapeRule::Broadcast => broadcast_shapes(name, shapes)?,
+        ShapeRule::ReduceMode1 => {
+            let Some(shape) = shapes.next() else {
+                return Err(Error::Type(format!("'{name}' needs a tensor operand")));
+            };
+            reduced_shape(name, shape)?
+        }
+        ShapeRule::Contract => {
+            let (Some(lhs), Some(rhs)) = (shapes.next(), shapes.next()) else {
+                return Err(Error::Type(format!("'{name}' needs two tensor operands")));
+            };
+            contracted_shape(name, lhs, rhs)?
+        }
     };
     let saved = builtin.saved.iter().copied().filter(|&i| {
         call.operands()
@@ -280,18 +382,46 @@ fn resolve(builtin: &Builtin, call: &BoundOperationCall) -> Result<ResolvedInvoc
             .and_then(Operand::as_tensor)
             .is_some()
     });
-    let result = ResultSpec::canonical(plan.output(), shape);
+    let result = match first_tensor(call).filter(|t| is_column_major_of(t.layout(), &shape)) {
+        // The canonical layout of `shape` is already at hand: share it rather than rebuild it.
+        Some(t) => ResultSpec::new(plan.output(), t.layout().clone()),
+        None => ResultSpec::canonical(plan.output(), shape),
+    };
     ResolvedInvocation::new(call.clone(), plan, [result], saved, None)
+}
+
+/// The first tensor operand of `call`.
+fn first_tensor(call: &BoundOperationCall) -> Option<&Tensor> {
+    call.operands().iter().find_map(Operand::as_tensor)
+}
+
+/// Whether `layout` is exactly `Layout::column_major(shape)`: the same shape, and each
+/// stride the product of the extents before it.
+fn is_column_major_of(layout: &Layout, shape: &Shape) -> bool {
+    if layout.shape() != shape {
+        return false;
+    }
+    let mut running = 1usize;
+    layout.leaf_pairs().all(|(extent, stride)| {
+        let canonical = stride == running;
+        running = running.saturating_mul(extent);
+        canonical
+    })
 }
 
 /// The broadcast of `shapes` (semantics-operations.md §2b): identical nesting profiles, and
 /// per leaf equal extents or one of them 1; no rank alignment.
-pub(crate) fn broadcast_shapes(name: &str, shapes: &[&Shape]) -> Result<Shape> {
-    let Some((first, rest)) = shapes.split_first() else {
+fn broadcast_shapes<'a>(name: &str, shapes: impl IntoIterator<Item = &'a Shape>) -> Result<Shape> {
+    let mut shapes = shapes.into_iter();
+    let Some(first) = shapes.next() else {
         return Err(Error::Type(format!("'{name}' needs a tensor operand")));
     };
-    let mut result: Shape = (*first).clone();
-    for shape in rest {
+    let mut result: Shape = first.clone();
+    for shape in shapes {
+        if *shape == result {
+            // Identical shapes broadcast to themselves.
+            continue;
+        }
         if shape.profile() != result.profile() {
             return Err(Error::Value(format!(
                 "'{name}' cannot broadcast Shape {result} with Shape {shape}: their nesting differs"

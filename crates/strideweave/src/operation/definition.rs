@@ -6,7 +6,9 @@ use std::fmt;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use crate::error::{Error, Result};
-use crate::operation::invocation::{BoundOperationCall, ResolvedInvocation};
+use crate::operation::invocation::{
+    BoundOperationCall, BoundOptions, OperandList, ResolvedInvocation,
+};
 use crate::operation::schema::{OperandKind, OperationSchema, OptionValue};
 use crate::operation::vjp::Vjp;
 use crate::operation::Operand;
@@ -21,6 +23,9 @@ pub type ReferenceFn = dyn Fn(&ResolvedInvocation) -> Result<Vec<Tensor>> + Send
 struct Inner {
     name: Arc<str>,
     schema: OperationSchema,
+    /// Every option at its default, bound once: a call passing no options shares it (`None`
+    /// when some option is required).
+    default_options: Option<BoundOptions>,
     resolve: Box<ResolveFn>,
     reference: Option<Box<ReferenceFn>>,
     /// The backward rule of a custom operation (built-ins carry theirs in the autograd
@@ -41,6 +46,7 @@ impl OperationDefinition {
         OperationDefinition {
             inner: Arc::new(Inner {
                 name: name.into(),
+                default_options: default_options(&schema),
                 schema,
                 resolve,
                 reference: None,
@@ -52,6 +58,12 @@ impl OperationDefinition {
 
     /// The operation name.
     pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The operation name, shared (plans, invocations and dispatched operations hold it
+    /// without copying).
+    pub(crate) fn shared_name(&self) -> &Arc<str> {
         &self.inner.name
     }
 
@@ -88,16 +100,25 @@ impl OperationDefinition {
         operands: Vec<Operand>,
         options: &[(&str, OptionValue)],
     ) -> Result<BoundOperationCall> {
+        self.bind_list(operands.into(), options)
+    }
+
+    /// [`bind`](Self::bind) on operands held inline or in a vector.
+    pub(crate) fn bind_list(
+        &self,
+        operands: OperandList,
+        options: &[(&str, OptionValue)],
+    ) -> Result<BoundOperationCall> {
         let name = self.name();
         let specs = self.schema().operands();
-        if operands.len() != specs.len() {
+        let count = operands.as_slice().len();
+        if count != specs.len() {
             return Err(Error::Type(format!(
-                "'{name}' takes {} operands, got {}",
-                specs.len(),
-                operands.len()
+                "'{name}' takes {} operands, got {count}",
+                specs.len()
             )));
         }
-        for (spec, operand) in specs.iter().zip(&operands) {
+        for (spec, operand) in specs.iter().zip(operands.as_slice()) {
             let fits = matches!(
                 (spec.kind(), operand),
                 (OperandKind::Tensor, Operand::Tensor(_))
@@ -118,6 +139,15 @@ impl OperationDefinition {
         {
             return Err(Error::Type(format!("'{name}' has no option '{unknown}'")));
         }
+        if options.is_empty() {
+            if let Some(defaults) = &self.inner.default_options {
+                return Ok(BoundOperationCall::new(
+                    self.clone(),
+                    operands,
+                    Arc::clone(defaults),
+                ));
+            }
+        }
         let mut bound = Vec::with_capacity(self.schema().options().len());
         for spec in self.schema().options() {
             let given = options
@@ -134,7 +164,11 @@ impl OperationDefinition {
                 }
             }
         }
-        Ok(BoundOperationCall::new(self.clone(), operands, bound))
+        Ok(BoundOperationCall::new(
+            self.clone(),
+            operands,
+            bound.into(),
+        ))
     }
 
     /// Resolves a bound call of this definition.
@@ -156,6 +190,15 @@ impl OperationDefinition {
         }
         Ok(invocation)
     }
+}
+
+/// Every option of `schema` bound to its default, or `None` when one has no default.
+fn default_options(schema: &OperationSchema) -> Option<BoundOptions> {
+    schema
+        .options()
+        .iter()
+        .map(|spec| Some((Arc::from(spec.name()), spec.default()?)))
+        .collect()
 }
 
 impl fmt::Debug for OperationDefinition {
@@ -209,6 +252,7 @@ pub fn define_operation(
     let definition = OperationDefinition {
         inner: Arc::new(Inner {
             name: name.into(),
+            default_options: default_options(&schema),
             schema,
             resolve: Box::new(resolve),
             reference,

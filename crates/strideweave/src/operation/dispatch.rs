@@ -3,10 +3,10 @@
 //! anything is allocated, run a freshly dispatched operation, and validate its results
 //! before publishing them.
 
-use crate::carrier::{require_capability, CarrierClass};
+use crate::carrier::{check_capability, CarrierClass};
 use crate::error::{Error, Result};
 use crate::operation::definition::{operation_definition, OperationDefinition};
-use crate::operation::invocation::ResolvedInvocation;
+use crate::operation::invocation::{OperandList, ResolvedInvocation};
 use crate::operation::schema::OptionValue;
 use crate::operation::Operand;
 use crate::tensor::Tensor;
@@ -37,7 +37,16 @@ impl OperationDefinition {
         operands: Vec<Operand>,
         options: &[(&str, OptionValue)],
     ) -> Result<Vec<Tensor>> {
-        let bound = self.bind(operands, options)?;
+        self.call_list(operands.into(), options)
+    }
+
+    /// [`call`](Self::call) on operands held inline or in a vector.
+    pub(crate) fn call_list(
+        &self,
+        operands: OperandList,
+        options: &[(&str, OptionValue)],
+    ) -> Result<Vec<Tensor>> {
+        let bound = self.bind_list(operands, options)?;
         let name = self.name();
         let mut tensors = bound.operands().iter().filter_map(Operand::as_tensor);
         let Some(first) = tensors.next() else {
@@ -45,7 +54,7 @@ impl OperationDefinition {
                 "'{name}' needs at least one tensor operand"
             )));
         };
-        let carrier = first.carrier().clone();
+        let carrier = first.carrier();
         let class = carrier.class();
         if let Some(other) = tensors.find(|t| t.carrier().class() != class) {
             return Err(Error::Type(format!(
@@ -54,23 +63,55 @@ impl OperationDefinition {
             )));
         }
         let invocation = self.resolve(&bound)?;
-        require_capability(class, invocation.plan())?;
-        let versions: Vec<u64> = operand_versions(&invocation);
-        let operation = carrier.dispatch_op(name)?;
+        check_capability(class, invocation.plan())?;
+        let versions = Versions::of(&invocation);
+        let operation = carrier.dispatch_operation(self.shared_name())?;
         let outputs = operation.forward(&invocation)?;
         validate(&invocation, class, &outputs, &versions)?;
         Ok(outputs)
     }
 }
 
-fn operand_versions(invocation: &ResolvedInvocation) -> Vec<u64> {
+/// How many operand versions are kept inline (more spill to the heap).
+const INLINE_VERSIONS: usize = 4;
+
+/// The versions of an invocation's tensor operands, in operand order.
+enum Versions {
+    Inline(usize, [u64; INLINE_VERSIONS]),
+    Heap(Vec<u64>),
+}
+
+impl Versions {
+    fn of(invocation: &ResolvedInvocation) -> Versions {
+        let mut items = [0u64; INLINE_VERSIONS];
+        let mut len = 0;
+        let mut versions = operand_versions(invocation);
+        for version in versions.by_ref() {
+            if len == INLINE_VERSIONS {
+                let all = items.into_iter().chain([version]).chain(versions).collect();
+                return Versions::Heap(all);
+            }
+            items[len] = version;
+            len += 1;
+        }
+        Versions::Inline(len, items)
+    }
+
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Versions::Inline(len, items) => &items[..*len],
+            Versions::Heap(items) => items,
+        }
+    }
+}
+
+fn operand_versions(invocation: &ResolvedInvocation) -> impl Iterator<Item = u64> + '_ {
     invocation
         .call()
         .operands()
         .iter()
         .filter_map(Operand::as_tensor)
         .map(Tensor::version)
-        .collect()
 }
 
 /// The publication check: results match their specifications exactly and no operand was
@@ -79,7 +120,7 @@ fn validate(
     invocation: &ResolvedInvocation,
     class: CarrierClass,
     outputs: &[Tensor],
-    versions: &[u64],
+    versions: &Versions,
 ) -> Result<()> {
     let name = invocation.call().definition().name();
     let contract = |what: String| {
@@ -95,12 +136,13 @@ fn validate(
             specs.len()
         ));
     }
-    let operands: Vec<&Tensor> = invocation
-        .call()
-        .operands()
-        .iter()
-        .filter_map(Operand::as_tensor)
-        .collect();
+    let operands = || {
+        invocation
+            .call()
+            .operands()
+            .iter()
+            .filter_map(Operand::as_tensor)
+    };
     for (i, (output, spec)) in outputs.iter().zip(specs).enumerate() {
         if let Some(alias) = spec.alias_of() {
             let same = invocation
@@ -138,15 +180,11 @@ fn validate(
                 spec.layout().cosize()
             ));
         }
-        if operands
-            .iter()
-            .any(|t| t.carrier().same_as(output.carrier()))
-        {
+        if operands().any(|t| t.carrier().same_as(output.carrier())) {
             return contract(format!("result {i} shares storage with an operand"));
         }
     }
-    let now = operand_versions(invocation);
-    if now != versions {
+    if !operand_versions(invocation).eq(versions.as_slice().iter().copied()) {
         return contract("an operand was mutated".to_string());
     }
     Ok(())

@@ -44,11 +44,11 @@ impl Operation {
 
     /// Tags a fresh operation with its dispatch metadata; a Type error when it was already
     /// dispatched.
-    pub(crate) fn mark_dispatched(self, name: &str, class: CarrierClass) -> Result<Operation> {
+    pub(crate) fn mark_dispatched(self, name: Arc<str>, class: CarrierClass) -> Result<Operation> {
         let mut fresh = false;
         self.state.dispatched.get_or_init(|| {
             fresh = true;
-            (Arc::from(name), class)
+            (name, class)
         });
         if fresh {
             return Ok(self);

@@ -1,6 +1,7 @@
 //! Bound calls, result specifications and resolved invocations (semantics-operations.md §2a):
 //! what a definition's `resolve` produces and what kernels execute.
 
+use std::fmt;
 use std::sync::Arc;
 
 use strideweave_layout::{Layout, Shape};
@@ -13,57 +14,105 @@ use crate::operation::schema::OptionValue;
 use crate::operation::Operand;
 use crate::tensor::Tensor;
 
-/// A call bound against its definition's schema: operands in order and every option (defaults
-/// filled). Built by the framework only.
+/// The operands of a bound call: inline for the usual one or two, so binding a built-in call
+/// allocates nothing for them.
 #[derive(Debug, Clone)]
-pub struct BoundOperationCall {
+pub(crate) enum OperandList {
+    /// One operand.
+    One([Operand; 1]),
+    /// Two operands.
+    Two([Operand; 2]),
+    /// Any number, as the caller passed them.
+    Many(Vec<Operand>),
+}
+
+impl OperandList {
+    pub(crate) fn as_slice(&self) -> &[Operand] {
+        match self {
+            OperandList::One(operands) => operands,
+            OperandList::Two(operands) => operands,
+            OperandList::Many(operands) => operands,
+        }
+    }
+}
+
+impl From<Vec<Operand>> for OperandList {
+    fn from(operands: Vec<Operand>) -> Self {
+        OperandList::Many(operands)
+    }
+}
+
+/// The bound options of a call, shared: the defaults of a definition are bound once.
+pub(crate) type BoundOptions = Arc<[(Arc<str>, OptionValue)]>;
+
+struct BoundInner {
     definition: OperationDefinition,
-    operands: Arc<[Operand]>,
-    options: Arc<[(Arc<str>, OptionValue)]>,
+    operands: OperandList,
+    options: BoundOptions,
+}
+
+/// A call bound against its definition's schema: operands in order and every option (defaults
+/// filled). Built by the framework only; clones share it.
+#[derive(Clone)]
+pub struct BoundOperationCall {
+    inner: Arc<BoundInner>,
 }
 
 impl BoundOperationCall {
     pub(crate) fn new(
         definition: OperationDefinition,
-        operands: Vec<Operand>,
-        options: Vec<(Arc<str>, OptionValue)>,
+        operands: OperandList,
+        options: BoundOptions,
     ) -> Self {
         BoundOperationCall {
-            definition,
-            operands: operands.into(),
-            options: options.into(),
+            inner: Arc::new(BoundInner {
+                definition,
+                operands,
+                options,
+            }),
         }
     }
 
     /// The operation being called.
     pub fn definition(&self) -> &OperationDefinition {
-        &self.definition
+        &self.inner.definition
     }
 
     /// The operands, in schema order.
     pub fn operands(&self) -> &[Operand] {
-        &self.operands
+        self.inner.operands.as_slice()
     }
 
     /// Operand `i` as a tensor (a Type error naming the position otherwise).
     pub fn tensor(&self, i: usize) -> Result<&Tensor> {
-        self.operands
+        self.operands()
             .get(i)
             .and_then(Operand::as_tensor)
             .ok_or_else(|| {
                 Error::Type(format!(
                     "operand {i} of '{}' is not a tensor",
-                    self.definition.name()
+                    self.inner.definition.name()
                 ))
             })
     }
 
     /// The value of option `name` (defaults filled in).
     pub fn option(&self, name: &str) -> Option<OptionValue> {
-        self.options
+        self.inner
+            .options
             .iter()
             .find(|(n, _)| &**n == name)
             .map(|(_, v)| *v)
+    }
+}
+
+impl fmt::Debug for BoundOperationCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BoundOperationCall")
+            .field("definition", &self.inner.definition)
+            .field("operands", &self.operands())
+            .field("options", &&*self.inner.options)
+            .finish()
     }
 }
 
@@ -146,14 +195,79 @@ impl ResultSpec {
     }
 }
 
+/// The result specifications of an invocation: inline for the usual single result.
+// The single result is kept inline on purpose: boxing it would cost an allocation per call.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
+enum ResultList {
+    One([ResultSpec; 1]),
+    Many(Arc<[ResultSpec]>),
+}
+
+impl ResultList {
+    fn collect(results: impl IntoIterator<Item = ResultSpec>) -> ResultList {
+        let mut results = results.into_iter();
+        let Some(first) = results.next() else {
+            return ResultList::Many(Arc::from([]));
+        };
+        match results.next() {
+            None => ResultList::One([first]),
+            Some(second) => ResultList::Many([first, second].into_iter().chain(results).collect()),
+        }
+    }
+
+    fn as_slice(&self) -> &[ResultSpec] {
+        match self {
+            ResultList::One(results) => results,
+            ResultList::Many(results) => results,
+        }
+    }
+}
+
+/// How many saved operand indices an invocation keeps inline.
+const INLINE_SAVED: usize = 4;
+
+/// The saved operand indices of an invocation: inline for the usual few.
+#[derive(Clone)]
+enum SavedList {
+    Inline(u8, [usize; INLINE_SAVED]),
+    Many(Arc<[usize]>),
+}
+
+impl SavedList {
+    fn collect(saved: impl IntoIterator<Item = usize>) -> SavedList {
+        let mut items = [0usize; INLINE_SAVED];
+        let mut len = 0usize;
+        let mut saved = saved.into_iter();
+        for index in saved.by_ref() {
+            if len == INLINE_SAVED {
+                let all: Arc<[usize]> = items.into_iter().chain([index]).chain(saved).collect();
+                return SavedList::Many(all);
+            }
+            items[len] = index;
+            len += 1;
+        }
+        // `len <= INLINE_SAVED`, which fits a u8.
+        SavedList::Inline(len as u8, items)
+    }
+
+    fn as_slice(&self) -> &[usize] {
+        match self {
+            SavedList::Inline(len, items) => &items[..usize::from(*len)],
+            SavedList::Many(items) => items,
+        }
+    }
+}
+
 /// A call with its dtype plan and result specifications: what a kernel executes.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ResolvedInvocation {
     call: BoundOperationCall,
     plan: OperationPlan,
-    results: Arc<[ResultSpec]>,
-    saved_operands: Arc<[usize]>,
-    kernel_id: Arc<str>,
+    results: ResultList,
+    saved_operands: SavedList,
+    /// The kernel id when it is not the operation name.
+    kernel_id: Option<Arc<str>>,
 }
 
 impl ResolvedInvocation {
@@ -168,7 +282,7 @@ impl ResolvedInvocation {
         saved_operands: impl IntoIterator<Item = usize>,
         kernel_id: Option<&str>,
     ) -> Result<ResolvedInvocation> {
-        let definition = call.definition().clone();
+        let definition = call.definition();
         let name = definition.name();
         if plan.operation() != name {
             return Err(Error::Value(format!(
@@ -189,19 +303,24 @@ impl ResolvedInvocation {
                 "the plan of '{name}' does not match the roles of the call's operands"
             )));
         }
-        let results: Arc<[ResultSpec]> = results.into_iter().collect();
-        if results.is_empty() {
+        let results = ResultList::collect(results);
+        if results.as_slice().is_empty() {
             return Err(Error::Value(format!(
                 "'{name}' must declare at least one result"
             )));
         }
-        let saved: Arc<[usize]> = saved_operands.into_iter().collect();
+        let saved = SavedList::collect(saved_operands);
+        let saved_indices = saved.as_slice();
         let indices = results
+            .as_slice()
             .iter()
             .filter_map(ResultSpec::alias_of)
-            .map(|i| ("alias_of", i));
-        let mut seen_saved = Vec::new();
-        for (what, i) in indices.chain(saved.iter().map(|&i| ("saved_operands", i))) {
+            .map(|i| ("alias_of", i, None));
+        let saved_positions = saved_indices
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| ("saved_operands", i, Some(k)));
+        for (what, i, position) in indices.chain(saved_positions) {
             if call
                 .operands()
                 .get(i)
@@ -212,23 +331,24 @@ impl ResolvedInvocation {
                     "{what} index {i} of '{name}' is not a tensor operand"
                 )));
             }
-            if what == "saved_operands" {
-                if seen_saved.contains(&i) {
+            if let Some(k) = position {
+                if saved_indices[..k].contains(&i) {
                     return Err(Error::Value(format!("'{name}' saves operand {i} twice")));
                 }
-                seen_saved.push(i);
             }
         }
-        let kernel_id = kernel_id.unwrap_or(name);
-        if kernel_id.is_empty() {
-            return Err(Error::Value(format!("the kernel id of '{name}' is empty")));
-        }
+        // `None` stands for the operation name (the default), which the call already holds.
+        let kernel_id = match kernel_id.unwrap_or(name) {
+            "" => return Err(Error::Value(format!("the kernel id of '{name}' is empty"))),
+            id if id == name => None,
+            id => Some(Arc::from(id)),
+        };
         Ok(ResolvedInvocation {
             call,
             plan,
             results,
             saved_operands: saved,
-            kernel_id: kernel_id.into(),
+            kernel_id,
         })
     }
 
@@ -244,16 +364,31 @@ impl ResolvedInvocation {
 
     /// The result specifications, in result order.
     pub fn results(&self) -> &[ResultSpec] {
-        &self.results
+        self.results.as_slice()
     }
 
     /// The operands saved for the backward pass.
     pub fn saved_operands(&self) -> &[usize] {
-        &self.saved_operands
+        self.saved_operands.as_slice()
     }
 
     /// The kernel id (the operation name unless the resolver chose one).
     pub fn kernel_id(&self) -> &str {
-        &self.kernel_id
+        match &self.kernel_id {
+            Some(id) => id,
+            None => self.call.definition().name(),
+        }
+    }
+}
+
+impl fmt::Debug for ResolvedInvocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResolvedInvocation")
+            .field("call", &self.call)
+            .field("plan", &self.plan)
+            .field("results", &self.results())
+            .field("saved_operands", &self.saved_operands())
+            .field("kernel_id", &self.kernel_id())
+            .finish()
     }
 }

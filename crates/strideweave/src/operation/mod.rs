@@ -21,6 +21,7 @@ pub use definition::{
 };
 pub use dispatch::call;
 pub use dispatched::Operation;
+pub(crate) use invocation::OperandList;
 pub use invocation::{BoundOperationCall, ResolvedInvocation, ResultSpec};
 pub use operand::Operand;
 pub use plan::{Accumulation, Arithmetic, OperandPlan, OperandRole, OperationPlan};

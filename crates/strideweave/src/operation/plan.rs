@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::dtype::DType;
@@ -158,14 +159,46 @@ impl OperandPlan {
 /// Immutable, hashable and cheap to clone. Plans sort by the string tuple `(operation,
 /// operands, compute, accumulation, accumulator dtype, output)` (semantics-carriers.md §5),
 /// the deterministic order of every capability list.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, Eq)]
 pub struct OperationPlan {
+    inner: Arc<PlanFields>,
+}
+
+/// The fields of an [`OperationPlan`], shared by its clones.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PlanFields {
     operation: Arc<str>,
-    operands: Arc<[OperandPlan]>,
+    operands: Box<[OperandPlan]>,
     compute: Arithmetic,
     accumulation: Option<Accumulation>,
     accumulator_dtype: Option<DType>,
     output: DType,
+}
+
+impl PartialEq for OperationPlan {
+    fn eq(&self, other: &Self) -> bool {
+        self.same_as(other) || self.inner == other.inner
+    }
+}
+
+impl Hash for OperationPlan {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.inner.hash(state);
+    }
+}
+
+impl fmt::Debug for OperationPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &*self.inner;
+        f.debug_struct("OperationPlan")
+            .field("operation", &p.operation)
+            .field("operands", &p.operands)
+            .field("compute", &p.compute)
+            .field("accumulation", &p.accumulation)
+            .field("accumulator_dtype", &p.accumulator_dtype)
+            .field("output", &p.output)
+            .finish()
+    }
 }
 
 impl OperationPlan {
@@ -179,7 +212,7 @@ impl OperationPlan {
         accumulator_dtype: Option<DType>,
         output: DType,
     ) -> Result<OperationPlan> {
-        let operands: Arc<[OperandPlan]> = operands.into_iter().collect();
+        let operands: Box<[OperandPlan]> = operands.into_iter().collect();
         if operation.is_empty() {
             return Err(Error::Value(
                 "an operation plan needs an operation name".into(),
@@ -201,58 +234,69 @@ impl OperationPlan {
             )));
         }
         Ok(OperationPlan {
-            operation: operation.into(),
-            operands,
-            compute,
-            accumulation,
-            accumulator_dtype,
-            output,
+            inner: Arc::new(PlanFields {
+                operation: operation.into(),
+                operands,
+                compute,
+                accumulation,
+                accumulator_dtype,
+                output,
+            }),
         })
+    }
+
+    /// Whether `self` and `other` are clones of one plan (equal plans built apart are not).
+    pub(crate) fn same_as(&self, other: &OperationPlan) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The operation name.
     pub fn operation(&self) -> &str {
-        &self.operation
+        &self.inner.operation
     }
 
     /// The operands, in order.
     pub fn operands(&self) -> &[OperandPlan] {
-        &self.operands
+        &self.inner.operands
     }
 
     /// The compute arithmetic.
     pub fn compute(&self) -> Arithmetic {
-        self.compute
+        self.inner.compute
     }
 
     /// The accumulation, for reductions.
     pub fn accumulation(&self) -> Option<Accumulation> {
-        self.accumulation
+        self.inner.accumulation
     }
 
     /// The accumulator dtype, for reductions.
     pub fn accumulator_dtype(&self) -> Option<DType> {
-        self.accumulator_dtype
+        self.inner.accumulator_dtype
     }
 
     /// The output dtype.
     pub fn output(&self) -> DType {
-        self.output
+        self.inner.output
     }
 
     /// The deterministic sort key (semantics-carriers.md §5).
     fn order_key(&self) -> [String; 6] {
         [
-            self.operation.to_string(),
-            self.operands
+            self.inner.operation.to_string(),
+            self.inner
+                .operands
                 .iter()
                 .map(OperandPlan::order_key)
                 .collect::<Vec<_>>()
                 .join("|"),
-            self.compute.name().to_string(),
-            self.accumulation.map_or("", |a| a.name()).to_string(),
-            self.accumulator_dtype.map_or("", |d| d.name()).to_string(),
-            self.output.name().to_string(),
+            self.inner.compute.name().to_string(),
+            self.inner.accumulation.map_or("", |a| a.name()).to_string(),
+            self.inner
+                .accumulator_dtype
+                .map_or("", |d| d.name())
+                .to_string(),
+            self.inner.output.name().to_string(),
         ]
     }
 
@@ -267,6 +311,7 @@ impl fmt::Display for OperationPlan {
     /// output` — the form used in unsupported-plan reasons.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let operands: Vec<String> = self
+            .inner
             .operands
             .iter()
             .map(|o| match o.dtype {
@@ -277,15 +322,15 @@ impl fmt::Display for OperationPlan {
         write!(
             f,
             "{} with operands ({}), {} compute, ",
-            self.operation,
+            self.inner.operation,
             operands.join(", "),
-            self.compute.name()
+            self.inner.compute.name()
         )?;
-        match (self.accumulation, self.accumulator_dtype) {
+        match (self.inner.accumulation, self.inner.accumulator_dtype) {
             (Some(a), Some(d)) => write!(f, "{} accumulation in {d}", a.name())?,
             (Some(a), None) => write!(f, "{} accumulation", a.name())?,
             (None, _) => f.write_str("no accumulation")?,
         }
-        write!(f, ", {} output", self.output)
+        write!(f, ", {} output", self.inner.output)
     }
 }

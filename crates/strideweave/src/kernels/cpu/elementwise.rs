@@ -413,6 +413,22 @@ fn drive<T: Compute, O: Stored>(
         )));
     }
     if !threaded(out.len()) {
+        if let [(len, strides)] = walk.leaves() {
+            if *len == out.len() && !a.gathers(strides[0]) && !b.gathers(strides[1]) {
+                // One run read in place (or as single values): what `part` does with it,
+                // without setting up gather buffers and tiles.
+                let (Some(ra), Some(rb)) = (
+                    a.run(0, strides[0], *len, &mut []),
+                    b.run(0, strides[1], *len, &mut []),
+                ) else {
+                    return Err(out_of_range(name));
+                };
+                if apply(ra, rb, out, op) {
+                    return Err(first_overflow(name, ra, rb, out.len(), op, describe));
+                }
+                return Ok(());
+            }
+        }
         return part(name, walk, a, b, 0, out, op, describe);
     }
     let mid = midpoint(out.len());

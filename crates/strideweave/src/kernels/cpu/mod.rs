@@ -20,7 +20,6 @@ use std::fmt;
 
 use slots::Stored;
 
-use crate::carrier::Carrier;
 use crate::carriers::Cpu;
 use crate::error::{Error, Result};
 use crate::operation::{ResolvedInvocation, ResultSpec};
@@ -96,15 +95,15 @@ fn is_canonical(spec: &ResultSpec) -> bool {
 }
 
 /// A fresh CPU result of `spec` (canonical, see [`result_spec`]) whose slots `fill` writes in
-/// ordinal order, under the new carrier's write lock.
+/// ordinal order, before the new body is wrapped in a carrier (so no lock is needed).
 fn fresh_result<O: Stored>(
     spec: &ResultSpec,
     fill: impl FnOnce(&mut [O]) -> Result<()>,
 ) -> Result<Vec<Tensor>> {
     let layout = spec.layout();
-    let cpu = Cpu::zeroed(layout.cosize(), O::DTYPE)?;
-    O::with_out(&cpu, fill)??;
-    let carrier = Carrier::new(cpu, O::DTYPE, true)?;
+    let mut cpu = Cpu::zeroed(layout.cosize(), O::DTYPE)?;
+    O::with_out(&mut cpu, fill)??;
+    let carrier = Cpu::wrap(cpu, O::DTYPE, true)?;
     Ok(vec![Tensor::new(carrier, 0, layout.clone())?])
 }
 

@@ -259,31 +259,31 @@ pub(super) trait Stored: Copy + Default + Send + Sync + 'static {
     /// The result dtype.
     const DTYPE: DType;
 
-    /// Runs `f` on the slots of a fresh CPU body of this dtype under its write lock.
-    fn with_out<R>(cpu: &Cpu, f: impl FnOnce(&mut [Self]) -> R) -> Result<R>;
+    /// Runs `f` on the slots of a fresh CPU body of this dtype, which nobody else sees yet.
+    fn with_out<R>(cpu: &mut Cpu, f: impl FnOnce(&mut [Self]) -> R) -> Result<R>;
 }
 
 impl Stored for f32 {
     const DTYPE: DType = DType::FLOAT32;
 
-    fn with_out<R>(cpu: &Cpu, f: impl FnOnce(&mut [f32]) -> R) -> Result<R> {
-        cpu.with_f32_mut(f)
+    fn with_out<R>(cpu: &mut Cpu, f: impl FnOnce(&mut [f32]) -> R) -> Result<R> {
+        cpu.with_f32_exclusive(f)
     }
 }
 
 impl Stored for i32 {
     const DTYPE: DType = DType::INT32;
 
-    fn with_out<R>(cpu: &Cpu, f: impl FnOnce(&mut [i32]) -> R) -> Result<R> {
-        cpu.with_i32_mut(f)
+    fn with_out<R>(cpu: &mut Cpu, f: impl FnOnce(&mut [i32]) -> R) -> Result<R> {
+        cpu.with_i32_exclusive(f)
     }
 }
 
 impl Stored for u8 {
     const DTYPE: DType = DType::BOOL;
 
-    fn with_out<R>(cpu: &Cpu, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
-        cpu.with_bytes_mut(f)
+    fn with_out<R>(cpu: &mut Cpu, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
+        cpu.with_bytes_exclusive(f)
     }
 }
 
