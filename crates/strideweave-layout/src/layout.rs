@@ -108,6 +108,20 @@ impl Layout {
         Layout::new(Shape::flat(extents)?, Stride::flat(strides)?)
     }
 
+    /// The layout of `shape` with the given stride per leaf (depth first); fails on a wrong
+    /// count or a cosize beyond `i64`.
+    pub fn with_leaf_strides(shape: Shape, strides: &[usize]) -> Result<Layout> {
+        if strides.len() != shape.leaves().len() {
+            fail!(
+                "Shape {shape} has {} leaves, got {} strides",
+                shape.leaves().len(),
+                strides.len()
+            );
+        }
+        let stride = Stride::from_parts(shape.profile().clone(), Small::from_slice(strides))?;
+        Layout::new(shape, stride)
+    }
+
     /// The rank-0 layout `():()`: size 1, cosize 1.
     pub fn scalar() -> Layout {
         Layout::column_major(Shape::scalar())

@@ -362,3 +362,12 @@ fn with_leaves_keeps_the_tree() {
     assert!(error(s.with_leaves(&[5, 1])).contains("has 3 leaves, got 2 extents"));
     assert!(error(s.with_leaves(&[5, 0, 1])).contains("must be >= 1"));
 }
+
+#[test]
+fn with_leaf_strides_pairs_a_shape_with_strides() {
+    let l = Layout::with_leaf_strides(shape((2, (3, 4))), &[1, 0, 6]).unwrap();
+    assert_eq!(l.to_string(), "(2,(3,4)):(1,(0,6))");
+    assert!(
+        error(Layout::with_leaf_strides(shape(2), &[1, 2])).contains("has 1 leaves, got 2 strides")
+    );
+}

@@ -8,7 +8,7 @@ use strideweave::carriers::{Cpu, FileBacked};
 use strideweave::layout::{IndexMap, Layout, Shape, SliceKey};
 use strideweave::movement::move_to;
 use strideweave::operation::call;
-use strideweave::{DType, Result, Tensor, Value};
+use strideweave::{ops, DType, Result, Tensor, Value};
 
 fn main() -> Result<()> {
     println!("StrideWeave tour\n================\n");
@@ -17,6 +17,96 @@ fn main() -> Result<()> {
     views()?;
     tensors()?;
     operations()?;
+    training()?;
+    Ok(())
+}
+
+/// A deterministic pseudo-random number in [-1, 1).
+fn noise(state: &mut u64) -> f32 {
+    *state = state
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    ((*state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+}
+
+/// A fresh leaf that requires gradients.
+fn parameter(values: &[f32], shape: Shape) -> Result<Tensor> {
+    let t = Tensor::compact(Cpu::from_f32(values, true)?, shape)?;
+    t.set_requires_grad(true)?;
+    Ok(t)
+}
+
+/// One gradient-descent step: `p - rate·p.grad`, as a new leaf.
+fn step(p: &Tensor, rate: f64) -> Result<Tensor> {
+    let updated = {
+        let _off = strideweave::autograd::no_grad();
+        let g = p
+            .grad()
+            .ok_or_else(|| strideweave::Error::Runtime("no gradient".into()))?;
+        ops::sub(p, &ops::mul(&g, rate)?)?
+    };
+    updated.set_requires_grad(true)?;
+    Ok(updated)
+}
+
+fn training() -> Result<()> {
+    println!("6. Autograd: a two-layer perceptron learns which quadrants share a sign.");
+    const N: usize = 256;
+    const H: usize = 16;
+    let mut state = 7u64;
+    let mut points = vec![0.0f32; N * 2];
+    let mut labels = vec![0.0f32; N];
+    for i in 0..N {
+        let (a, b) = (noise(&mut state), noise(&mut state));
+        points[i] = a; // column-major (N, 2): x0 of every point, then x1
+        points[N + i] = b;
+        labels[i] = if a * b > 0.0 { 1.0 } else { 0.0 };
+    }
+    let x = Tensor::compact(Cpu::from_f32(&points, true)?, Shape::new((N, 2))?)?;
+    let y = Tensor::compact(Cpu::from_f32(&labels, true)?, Shape::new((N, 1))?)?;
+    let init: Vec<f32> = (0..H * 2).map(|_| noise(&mut state) * 1.5).collect();
+    let mut w1 = parameter(&init, Shape::new((H, 2))?)?;
+    let mut b1 = parameter(&[0.0; H], Shape::new((1, H))?)?;
+    let init: Vec<f32> = (0..H).map(|_| noise(&mut state)).collect();
+    let mut w2 = parameter(&init, Shape::new((1, H))?)?;
+    let mut b2 = parameter(&[0.0], Shape::new((1, 1))?)?;
+    let forward = |w1: &Tensor, b1: &Tensor, w2: &Tensor, b2: &Tensor| -> Result<Tensor> {
+        // (N,2)·(H,2) -> (N,H): mode 1 of both operands is contracted.
+        let hidden = ops::relu(&ops::add(&ops::matmul(&x, w1)?, b1)?)?;
+        ops::sigmoid(&ops::add(&ops::matmul(&hidden, w2)?, b2)?)
+    };
+    for epoch in 0..=600 {
+        let p = forward(&w1, &b1, &w2, &b2)?;
+        let diff = ops::sub(&p, &y)?;
+        let squared = ops::elementwise_mul(&diff, &diff)?;
+        let loss = ops::mul(
+            &ops::reduce_sum(&squared.permute(&[1, 0])?)?,
+            1.0 / N as f64,
+        )?;
+        if epoch % 100 == 0 {
+            let value = loss.get(&0.into())?.as_f64().unwrap_or(f64::NAN);
+            println!("   epoch {epoch:>3}: mean squared error {value:.4}");
+        }
+        loss.backward(None, false)?;
+        w1 = step(&w1, 2.0)?;
+        b1 = step(&b1, 2.0)?;
+        w2 = step(&w2, 2.0)?;
+        b2 = step(&b2, 2.0)?;
+    }
+    let p = {
+        let _off = strideweave::autograd::no_grad();
+        forward(&w1, &b1, &w2, &b2)?
+    };
+    let correct = p
+        .to_values()?
+        .iter()
+        .zip(&labels)
+        .filter(|(p, label)| (p.as_f64().unwrap_or(0.0) > 0.5) == (**label > 0.5))
+        .count();
+    println!(
+        "   accuracy after training: {correct}/{N} = {:.1}%\n",
+        100.0 * correct as f64 / N as f64
+    );
     Ok(())
 }
 

@@ -32,6 +32,7 @@ static DEFINITIONS: LazyLock<Vec<Result<OperationDefinition>>> = LazyLock::new(|
         .collect()
 });
 
+/// Calls the built-in `name` through its cached definition and returns its single result.
 fn run(name: &str, operands: OperandList, options: &[(&str, OptionValue)]) -> Result<Tensor> {
     let position = BUILTIN_OPERATIONS.iter().position(|n| *n == name);
     let definition = match position.and_then(|i| DEFINITIONS.get(i)) {
@@ -124,6 +125,36 @@ tensor_and_operand! {
 /// `lhs · rhs` where either may be a scalar: tensor×tensor, tensor×scalar or scalar×tensor.
 pub fn mul(lhs: impl Into<Operand>, rhs: impl Into<Operand>) -> Result<Tensor> {
     run("mul", OperandList::Two([lhs.into(), rhs.into()]), &[])
+}
+
+/// `cond ? a : b` elementwise: `cond` is a Bool tensor, `a` and `b` are each a tensor or a
+/// scalar, and all three shapes broadcast. The branches promote like [`maximum`]: Int32 with
+/// Int32 (or integer scalars) gives Int32, anything with Float32 or a float or bool scalar
+/// gives Float32, Bool with Bool gives Bool.
+///
+/// # Errors
+/// A Type error when `cond` is not a Bool tensor or a Bool tensor branch meets a non-Bool
+/// one; a Value error when the shapes do not broadcast; an Overflow error for an integer
+/// scalar outside Int32 in an Int32 selection.
+///
+/// ```
+/// use strideweave::carriers::Cpu;
+/// use strideweave::{ops, Shape, Tensor, Value};
+/// let x = Tensor::compact(Cpu::from_f32(&[-1.0, 2.0, -3.0], true)?, Shape::new(3)?)?;
+/// let negative = ops::lt(&x, 0.0)?;
+/// // The mask [x >= 0] as Float32, and x with its negative elements zeroed.
+/// let mask = ops::select(&negative, 0.0, 1.0)?;
+/// assert_eq!(mask.to_values()?, [Value::Float(0.0), Value::Float(1.0), Value::Float(0.0)]);
+/// let y = ops::select(&negative, 0.0, &x)?;
+/// assert_eq!(y.to_values()?, [Value::Float(0.0), Value::Float(2.0), Value::Float(0.0)]);
+/// # Ok::<(), strideweave::Error>(())
+/// ```
+pub fn select(cond: &Tensor, a: impl Into<Operand>, b: impl Into<Operand>) -> Result<Tensor> {
+    run(
+        "select",
+        OperandList::Three([Operand::Tensor(cond.clone()), a.into(), b.into()]),
+        &[],
+    )
 }
 
 /// The sum over mode 1 of a two-mode tensor (Float32 accumulates in Float32).

@@ -1,4 +1,4 @@
-//! The fast CPU kernels of the 21 built-in operations against hand-computed values
+//! The fast CPU kernels of the 22 built-in operations against hand-computed values
 //! (docs/kernel-semantics.md), through the public API only: contiguous operands, permuted
 //! views, stride-0 broadcasts, nested shapes, Int32 overflow, and sizes above the threading
 //! threshold.
@@ -807,5 +807,138 @@ fn transposed_int32_overflow_reports_the_first_ordinal() -> Result<()> {
     assert_eq!(sums[150], i64::from(i32::MAX) - 1);
     assert_eq!(sums[200], i64::from(i32::MAX) - 1);
     assert_eq!(sums.iter().filter(|&&x| x == -1).count(), 7998);
+    Ok(())
+}
+
+#[test]
+fn select_broadcasts_the_condition_and_scalar_branches() -> Result<()> {
+    // A (2,1) condition picks whole rows of a (2,3) tensor against a scalar.
+    let rows = bools(&[true, false], "(2,1)")?;
+    let a = f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "(2,3)")?;
+    assert_bits(
+        &floats(&op(
+            "select",
+            vec![rows.clone().into(), a.clone().into(), (-1.0).into()],
+        )?)?,
+        &[1.0, -1.0, 3.0, -1.0, 5.0, -1.0],
+    );
+    // Scalar first, tensor second: the rows swap.
+    assert_bits(
+        &floats(&op(
+            "select",
+            vec![rows.into(), (-1.0).into(), a.clone().into()],
+        )?)?,
+        &[-1.0, 2.0, -1.0, 4.0, -1.0, 6.0],
+    );
+    // Full condition, a row (1,3) and a column (2,1): out(i, j) = c(i, j) ? row(j) : col(i).
+    let cond = bools(&[true, false, false, true, true, false], "(2,3)")?;
+    let row = i32s(&[10, 20, 30], "(1,3)")?;
+    let col = i32s(&[-1, -2], "(2,1)")?;
+    let y = op("select", vec![cond.clone().into(), row.into(), col.into()])?;
+    assert_eq!(y.dtype(), DType::INT32);
+    assert_eq!(ints(&y)?, [10, -2, -1, 20, 30, -2]);
+    // A (1,3) condition over a transposed Int32 view and a Float32 tensor: Float32, with
+    // the Int32 branch converted (2^24 + 1 rounds to 2^24).
+    let cols = bools(&[true, false, true], "(1,3)")?;
+    let t = i32_view(&[16_777_217, 2, 3, 4, 5, 6], "(2,3):(3,1)")?;
+    let y = op("select", vec![cols.into(), t.into(), a.into()])?;
+    assert_eq!(y.dtype(), DType::FLOAT32);
+    // t(i, j) = values[3i + j].
+    assert_bits(&floats(&y)?, &[16_777_216.0, 4.0, 3.0, 4.0, 3.0, 6.0]);
+    // Two scalars: the condition alone gives the shape; bool scalars are 1.0 and 0.0.
+    let mask = bools(&[false, true, true], "(3)")?;
+    assert_bits(
+        &floats(&op(
+            "select",
+            vec![mask.clone().into(), true.into(), false.into()],
+        )?)?,
+        &[0.0, 1.0, 1.0],
+    );
+    assert_eq!(
+        ints(&op(
+            "select",
+            vec![mask.clone().into(), 7i64.into(), (-7i64).into()]
+        )?)?,
+        [-7, 7, 7]
+    );
+    // Bool with Bool stays Bool; NaN and -0.0 are selected exactly.
+    let p = bools(&[true, true, false], "(3)")?;
+    let y = op("select", vec![mask.clone().into(), p.into(), false.into()])?;
+    assert_eq!(flags(&y)?, [false, true, false]);
+    let special = f32s(&[f32::NAN, -0.0, 2.0], "(3)")?;
+    assert_bits(
+        &floats(&op(
+            "select",
+            vec![mask.into(), special.into(), 9.0.into()],
+        )?)?,
+        &[9.0, -0.0, 2.0],
+    );
+    // A permuted condition: (3,2):(2,1) reads slots 0,2,4,1,3,5.
+    let y = op(
+        "select",
+        vec![cond.permute(&[1, 0])?.into(), 1i64.into(), 0i64.into()],
+    )?;
+    assert_eq!(ints(&y)?, [1, 0, 1, 0, 1, 0]);
+    Ok(())
+}
+
+#[test]
+fn select_refuses_a_non_bool_condition() -> Result<()> {
+    let x = f32s(&[1.0, -2.0], "(2)")?;
+    let i = i32s(&[1, 0], "(2)")?;
+    for (cond, dtype) in [(&x, "Float32"), (&i, "Int32")] {
+        let error = call(
+            "select",
+            [cond.clone().into(), x.clone().into(), 0.0.into()],
+            &[],
+        )
+        .expect_err("a non-Bool condition");
+        assert_eq!(error.kind(), ErrorKind::Type, "{error}");
+        let message = error.to_string();
+        assert!(
+            message.contains("'select'") && message.contains(dtype),
+            "{message}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn large_selects_split_over_threads_and_match_element_by_element() -> Result<()> {
+    let n = 300_000;
+    let cond: Vec<bool> = (0..n).map(|i| (i * 7) % 5 < 2).collect();
+    let a: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.25).collect();
+    let b: Vec<i32> = (0..n).map(|i| (i % 7) as i32 - 3).collect();
+    // Dense Float32 against an Int32 branch (gathered with conversion).
+    let expected: Vec<f32> = (0..n)
+        .map(|i| if cond[i] { a[i] } else { b[i] as f32 })
+        .collect();
+    let y = op(
+        "select",
+        vec![
+            bools(&cond, "(300000)")?.into(),
+            f32s(&a, "(300000)")?.into(),
+            i32s(&b, "(300000)")?.into(),
+        ],
+    )?;
+    assert_bits(&floats(&y)?, &expected);
+    // A (600,500) result whose condition is read transposed and whose `b` is a column.
+    let c = bools(&cond, "(500,600)")?.permute(&[1, 0])?;
+    let column = f32s(&a[..600], "(600,1)")?;
+    let y = op(
+        "select",
+        vec![c.into(), f32s(&a, "(600,500)")?.into(), column.into()],
+    )?;
+    let expected: Vec<f32> = (0..n)
+        .map(|o| {
+            let (i, j) = (o % 600, o / 600);
+            if cond[j + 500 * i] {
+                a[o]
+            } else {
+                a[i]
+            }
+        })
+        .collect();
+    assert_bits(&floats(&y)?, &expected);
     Ok(())
 }

@@ -184,6 +184,15 @@ const BINARY: [&str; 10] = [
     "le",
 ];
 
+/// A weak scalar of any kind: a small integer, a float or a bool.
+fn scalar() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        (-5i64..5).prop_map(Value::Int),
+        (-5.0f64..5.0).prop_map(Value::Float),
+        any::<bool>().prop_map(Value::Bool),
+    ]
+}
+
 fn dtype_of(index: usize) -> DType {
     [DType::FLOAT32, DType::INT32, DType::BOOL][index]
 }
@@ -232,6 +241,43 @@ proptest! {
             compare(op, &[g.clone().into(), scalar.into()], &[c.clone().into(), scalar.into()], &[])?;
         }
         compare("mul", &[scalar.into(), g.clone().into()], &[scalar.into(), c.clone().into()], &[])?;
+    }
+
+    #[test]
+    fn select_agrees_with_broadcasting_and_scalar_branches(
+        place in prop::collection::vec(1usize..5, 1..4).prop_flat_map(placement),
+        other in prop::collection::vec(0usize..3, 4),
+        kinds in (0usize..4, 0usize..4),
+        masks in (
+            prop::collection::vec(any::<bool>(), 4),
+            prop::collection::vec(any::<bool>(), 4),
+            prop::collection::vec(any::<bool>(), 4),
+        ),
+        scalars in (scalar(), scalar()),
+        seed in prop::collection::vec(any::<i64>(), 1..8),
+    ) {
+        let n = place.extents.len();
+        let cond = broadcast(pair(&place, DType::BOOL, &seed), &masks.0[..n]);
+        // Each branch is a tensor of Float32, Int32 or Bool (kinds 0..3, placed differently
+        // from the condition and broadcast on its own leaves) or a weak scalar (kind 3).
+        let branch = |kind: usize, gap: usize, offset: usize, order: Vec<usize>, mask: &[bool], scalar: Value, shift: usize| -> (Operand, Operand) {
+            if kind == 3 {
+                return (scalar.into(), scalar.into());
+            }
+            let placed = Placement { order, gap: 1 + gap % 2, offset, ..place.clone() };
+            let seed: Vec<i64> = seed[shift % seed.len()..].iter().chain(&seed).copied().collect();
+            let (g, c) = broadcast(pair(&placed, dtype_of(kind), &seed), &mask[..n]);
+            (g.into(), c.into())
+        };
+        let reversed: Vec<usize> = place.order.iter().rev().copied().collect();
+        let a = branch(kinds.0, other[0], other[1], place.order.clone(), &masks.1, scalars.0, 1);
+        let b = branch(kinds.1, other[2], other[3], reversed, &masks.2, scalars.1, 2);
+        compare(
+            "select",
+            &[cond.0.into(), a.0, b.0],
+            &[cond.1.into(), a.1, b.1],
+            &[],
+        )?;
     }
 
     #[test]

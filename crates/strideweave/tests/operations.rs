@@ -768,3 +768,154 @@ fn an_offset_operand_is_read_from_its_offset() -> Result<()> {
     assert_result(&y, DType::INT32, Shape::new(3)?, &ints(&[-1, -2, -3]))?;
     Ok(())
 }
+
+/// A Bool Generic tensor.
+fn bool_tensor(values: &[bool], layout: &str) -> Result<Tensor> {
+    tensor(&bools(values), DType::BOOL, layout)
+}
+
+#[test]
+fn select_chooses_per_element_and_broadcasts_all_three() -> Result<()> {
+    // A (2,1) condition picks whole rows of a (2,3) tensor against a scalar.
+    let rows = bool_tensor(&[true, false], "(2,1):(1,1)")?;
+    let a = f32_tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "(2,3):(1,2)")?;
+    let y = run(
+        "select",
+        vec![rows.into(), a.clone().into(), (-1.0).into()],
+        &[],
+    )?;
+    let expected = [1.0, -1.0, 3.0, -1.0, 5.0, -1.0];
+    assert_result(&y, DType::FLOAT32, Shape::new((2, 3))?, &floats(&expected))?;
+
+    // Full condition, a row (1,3) and a column (2,1): out(i, j) = c(i, j) ? row(j) : col(i).
+    let cond = bool_tensor(&[true, false, false, true, true, false], "(2,3):(1,2)")?;
+    let row = i32_tensor(&[10, 20, 30], "(1,3):(1,1)")?;
+    let col = i32_tensor(&[-1, -2], "(2,1):(1,1)")?;
+    let y = run(
+        "select",
+        vec![cond.clone().into(), row.into(), col.into()],
+        &[],
+    )?;
+    let expected = [10, -2, -1, 20, 30, -2];
+    assert_result(&y, DType::INT32, Shape::new((2, 3))?, &ints(&expected))?;
+
+    // A (1,3) condition broadcast over (2,3) branches; Int32 with Float32 selects in
+    // Float32 (2^24 + 1 rounds to 2^24 on conversion).
+    let cols = bool_tensor(&[true, false, true], "(1,3):(1,1)")?;
+    let i = i32_tensor(&[16_777_217, 2, 3, 4, 5, 6], "(2,3):(1,2)")?;
+    let f = f32_tensor(&[0.5, 1.5, 2.5, 3.5, 4.5, 5.5], "(2,3):(1,2)")?;
+    let y = run("select", vec![cols.into(), i.into(), f.into()], &[])?;
+    let expected = [16_777_216.0, 2.0, 2.5, 3.5, 5.0, 6.0];
+    assert_result(&y, DType::FLOAT32, Shape::new((2, 3))?, &floats(&expected))?;
+
+    // Two scalars: the condition alone gives the shape.
+    let mask = bool_tensor(&[false, true, true], "3:1")?;
+    let y = run(
+        "select",
+        vec![mask.clone().into(), 1.0.into(), 0.0.into()],
+        &[],
+    )?;
+    assert_result(
+        &y,
+        DType::FLOAT32,
+        Shape::new(3)?,
+        &floats(&[0.0, 1.0, 1.0]),
+    )?;
+    let y = run(
+        "select",
+        vec![mask.clone().into(), 7i64.into(), (-7i64).into()],
+        &[],
+    )?;
+    assert_result(&y, DType::INT32, Shape::new(3)?, &ints(&[-7, 7, 7]))?;
+    // Bool scalars are of floating kind: 1.0 and 0.0.
+    let y = run(
+        "select",
+        vec![mask.clone().into(), true.into(), false.into()],
+        &[],
+    )?;
+    assert_result(
+        &y,
+        DType::FLOAT32,
+        Shape::new(3)?,
+        &floats(&[0.0, 1.0, 1.0]),
+    )?;
+
+    // Bool with Bool (a bool scalar included) stays Bool.
+    let p = bool_tensor(&[true, true, false], "3:1")?;
+    let y = run(
+        "select",
+        vec![mask.clone().into(), p.into(), false.into()],
+        &[],
+    )?;
+    assert_result(
+        &y,
+        DType::BOOL,
+        Shape::new(3)?,
+        &bools(&[false, true, false]),
+    )?;
+
+    // NaN and -0.0 are selected exactly; a permuted condition view is read through its layout.
+    let special = f32_tensor(&[f32::NAN, -0.0, 2.0], "3:1")?;
+    let y = run("select", vec![mask.into(), special.into(), 9.0.into()], &[])?;
+    assert_result(
+        &y,
+        DType::FLOAT32,
+        Shape::new(3)?,
+        &floats(&[9.0, -0.0, 2.0]),
+    )?;
+    let y = run(
+        "select",
+        vec![cond.permute(&[1, 0])?.into(), 1i64.into(), 0i64.into()],
+        &[],
+    )?;
+    // permute → (3,2):(2,1): ordinals read slots 0,2,4,1,3,5.
+    assert_result(
+        &y,
+        DType::INT32,
+        Shape::new((3, 2))?,
+        &ints(&[1, 0, 1, 0, 1, 0]),
+    )?;
+    Ok(())
+}
+
+#[test]
+fn select_refuses_non_bool_conditions_and_mixed_bool_branches() -> Result<()> {
+    let x = f32_tensor(&[1.0, 2.0], "2:1")?;
+    let i = i32_tensor(&[1, 0], "2:1")?;
+    let c = bool_tensor(&[true, false], "2:1")?;
+    for (cond, dtype) in [(&x, "Float32"), (&i, "Int32")] {
+        let (kind, message) = failure(
+            "select",
+            vec![cond.clone().into(), x.clone().into(), 0.0.into()],
+        );
+        assert_eq!(kind, ErrorKind::Type, "{message}");
+        assert!(
+            message.contains("'select'") && message.contains(dtype),
+            "{message}"
+        );
+    }
+    // A scalar condition binds as no tensor.
+    let (kind, _) = failure("select", vec![true.into(), x.clone().into(), 0.0.into()]);
+    assert_eq!(kind, ErrorKind::Type);
+    // Bool never promotes.
+    let (kind, message) = failure(
+        "select",
+        vec![c.clone().into(), c.clone().into(), x.clone().into()],
+    );
+    assert_eq!(kind, ErrorKind::Type);
+    assert!(message.contains("never promotes"), "{message}");
+    // An integer scalar outside Int32 meets an Int32 selection.
+    let (kind, message) = failure(
+        "select",
+        vec![c.clone().into(), i.into(), (1i64 << 40).into()],
+    );
+    assert_eq!(kind, ErrorKind::Overflow);
+    assert!(message.contains("'select'"), "{message}");
+    // Shapes must broadcast, and three operands are needed.
+    let three = f32_tensor(&[1.0, 2.0, 3.0], "3:1")?;
+    let (kind, _) = failure("select", vec![c.clone().into(), three.into(), 0.0.into()]);
+    assert_eq!(kind, ErrorKind::Value);
+    let (kind, _) = failure("select", vec![c.into(), x.into()]);
+    assert_eq!(kind, ErrorKind::Type);
+    Ok(())
+}

@@ -118,6 +118,34 @@ fn every_function_matches_its_named_call() {
         vec![a.clone().into(), b.clone().into()],
         &wide,
     );
+    let cond = ops::lt(&a, &b).unwrap();
+    assert_eq!(cond.dtype(), DType::BOOL);
+    same(
+        ops::select(&cond, &a, &b),
+        "select",
+        vec![cond.clone().into(), a.clone().into(), b.clone().into()],
+        &[],
+    );
+    same(
+        ops::select(&cond, 1.0, &b),
+        "select",
+        vec![cond.clone().into(), 1.0.into(), b.clone().into()],
+        &[],
+    );
+    same(
+        ops::select(&cond, 1i64, 0i64),
+        "select",
+        vec![cond.clone().into(), 1i64.into(), 0i64.into()],
+        &[],
+    );
+    assert_eq!(
+        ops::select(&cond, &a, 0.0).unwrap().to_values().unwrap(),
+        [0.0, -2.0, 0.0, 0.0, 0.5, -6.0].map(Value::Float)
+    );
+    assert_eq!(
+        ops::select(&a, &a, &b).unwrap_err().kind(),
+        strideweave::ErrorKind::Type
+    );
     assert_eq!(
         ops::relu(&a).unwrap().get(&(1, 0).into()).unwrap(),
         Value::Float(0.0)

@@ -1,9 +1,23 @@
-//! Reverse-mode automatic differentiation. Graph construction is framework-owned: carriers
-//! and providers never build nodes.
+//! Reverse-mode automatic differentiation (semantics-operations.md §3). Graph construction
+//! is framework-owned: carriers and providers never build nodes.
 //!
-//! Today this module holds the thread-local recording mode; recording, `backward` and `grad`
-//! build on it (see docs/autograd-design.md).
+//! Operations record a [`Node`] per call while recording is on ([`is_grad_enabled`]) and an
+//! operand requires gradients; [`Tensor::backward`](crate::Tensor::backward) and [`grad`]
+//! walk the graph back with one iterative engine.
 
+mod engine;
 mod grad_mode;
+mod materialize;
+mod node;
+mod record;
+mod rules;
+mod state;
+mod tensor_api;
+mod view_rule;
 
 pub use grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
+pub use node::Node;
+pub(crate) use record::{record, would_record};
+pub(crate) use state::AutogradState;
+pub use tensor_api::grad;
+pub(crate) use view_rule::{record_move, record_view};

@@ -65,7 +65,9 @@ static DECLARED: LazyLock<RwLock<Declarations>> = LazyLock::new(|| {
 
 /// Every plan the planner produces for the built-in operations on Float32, Int32 and Bool
 /// tensors, integer, floating and boolean weak scalars, and each accumulator choice: the
-/// set the Generic and CPU kernels execute.
+/// set the Generic and CPU kernels execute. The operand lists are unary (a tensor), binary
+/// (a tensor with a tensor or a scalar, in either order) and ternary (a Bool tensor, then
+/// every tensor or scalar for each of the other two: `select`).
 fn shipped_computational_capabilities() -> Arc<[OperationCapability]> {
     let tensors = [DType::FLOAT32, DType::INT32, DType::BOOL].map(PlanOperand::Tensor);
     let scalars = [Value::Int(1), Value::Float(1.0), Value::Bool(true)].map(PlanOperand::Scalar);
@@ -74,6 +76,12 @@ fn shipped_computational_capabilities() -> Arc<[OperationCapability]> {
         for b in tensors.iter().chain(&scalars) {
             shapes.push(vec![a, *b]);
             shapes.push(vec![*b, a]);
+        }
+    }
+    let condition = PlanOperand::Tensor(DType::BOOL);
+    for a in tensors.iter().chain(&scalars) {
+        for b in tensors.iter().chain(&scalars) {
+            shapes.push(vec![condition, *a, *b]);
         }
     }
     let accumulators = [None, Some(DType::FLOAT32), Some(DType::FLOAT64)];

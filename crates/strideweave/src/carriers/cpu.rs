@@ -497,6 +497,7 @@ const DISPATCH: [fn() -> Operation; BUILTIN_OPERATIONS.len()] = [
     dispatch_builtin::<18>,
     dispatch_builtin::<19>,
     dispatch_builtin::<20>,
+    dispatch_builtin::<21>,
 ];
 
 /// The bytes of slot `index` for elements `width` bytes wide, unless that overflows.

@@ -80,5 +80,6 @@ pub fn move_to(tensor: &Tensor, destination: &Carrier) -> Result<Tensor> {
     };
     destination.bump_version();
     source_claim.release_carrier()?;
+    crate::autograd::record_move(tensor, &moved);
     Ok(moved)
 }

@@ -40,17 +40,28 @@ enum Arity {
     Structural,
     /// Like [`Arity::Tensors`], without gradients (comparisons take `TensorAndStructural`).
     Compare,
+    /// A non-differentiable Bool tensor `cond`, then two tensor-or-scalar operands `a`, `b`
+    /// (`select`).
+    Select,
 }
 
+/// One built-in operation: its name, operand kinds, shape rule, whether it takes the
+/// `accumulator_dtype` option, and the operand positions saved for its gradient.
 struct Builtin {
+    /// The operation name.
     name: &'static str,
+    /// The operand kinds of its schema.
     arity: Arity,
+    /// How the result shape follows from the operands.
     rule: ShapeRule,
+    /// Whether it takes the `accumulator_dtype` option.
     accumulator_option: bool,
+    /// The operand positions saved for the gradient (those holding tensors).
     saved: &'static [usize],
 }
 
-const BUILTINS: [Builtin; 21] = [
+/// Every built-in operation, in `BUILTIN_OPERATIONS` order.
+const BUILTINS: [Builtin; 22] = [
     Builtin {
         name: "add",
         arity: Arity::Tensors,
@@ -198,6 +209,14 @@ const BUILTINS: [Builtin; 21] = [
         accumulator_option: true,
         saved: &[0, 1],
     },
+    Builtin {
+        name: "select",
+        arity: Arity::Select,
+        rule: ShapeRule::Broadcast,
+        accumulator_option: false,
+        // The condition: the gradient of a branch is the cotangent where it was chosen.
+        saved: &[0],
+    },
 ];
 
 /// The definitions of every built-in operation.
@@ -205,6 +224,7 @@ pub(crate) fn definitions() -> Vec<OperationDefinition> {
     BUILTINS.iter().filter_map(|b| definition(b).ok()).collect()
 }
 
+/// The definition of one built-in: its schema and a resolver with a plan cache of its own.
 fn definition(builtin: &'static Builtin) -> Result<OperationDefinition> {
     let spec = OperandSpec::new;
     let operands = match builtin.arity {
@@ -225,6 +245,11 @@ fn definition(builtin: &'static Builtin) -> Result<OperationDefinition> {
             spec("lhs", OperandKind::Tensor, false)?,
             spec("rhs", OperandKind::Structural, false)?,
         ],
+        Arity::Select => vec![
+            spec("cond", OperandKind::Tensor, false)?,
+            spec("a", OperandKind::Structural, false)?,
+            spec("b", OperandKind::Structural, false)?,
+        ],
     };
     let options = if builtin.accumulator_option {
         vec![OptionSpec::new(
@@ -244,13 +269,21 @@ fn definition(builtin: &'static Builtin) -> Result<OperationDefinition> {
 /// kind (an integer scalar also by whether it fits Int32, the one value test planning makes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum KeyOperand {
+    /// A tensor of this dtype.
     Tensor(DType),
-    Int { fits_int32: bool },
+    /// A weak integer scalar, and whether it fits Int32.
+    Int {
+        /// Whether the value lies in the Int32 range.
+        fits_int32: bool,
+    },
+    /// A weak float scalar.
     Float,
+    /// A weak bool scalar.
     Bool,
 }
 
 impl KeyOperand {
+    /// The key of one operand of a call.
     fn of(operand: &Operand) -> KeyOperand {
         match operand {
             Operand::Tensor(t) => KeyOperand::Tensor(t.dtype()),
@@ -263,17 +296,21 @@ impl KeyOperand {
     }
 }
 
-/// Everything a built-in's plan depends on (built-ins take at most two operands).
+/// Everything a built-in's plan depends on (built-ins take at most three operands).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct PlanKey {
-    operands: [Option<KeyOperand>; 2],
+    /// The operands' keys, in order (`None` past the last operand).
+    operands: [Option<KeyOperand>; 3],
+    /// The requested accumulator dtype.
     accumulator: Option<DType>,
 }
 
 impl PlanKey {
+    /// The key of a call's operands and accumulator request (`None` when there are more
+    /// operands than a key holds: such calls are planned, and fail, without the cache).
     fn of(operands: &[Operand], accumulator: Option<DType>) -> Option<PlanKey> {
         let mut key = PlanKey {
-            operands: [None; 2],
+            operands: [None; 3],
             accumulator,
         };
         if operands.len() > key.operands.len() {
@@ -298,6 +335,7 @@ struct PlanCache {
 }
 
 impl PlanCache {
+    /// The plan remembered for `key`.
     fn get(&self, key: &PlanKey) -> Option<OperationPlan> {
         self.plans
             .read()
@@ -306,6 +344,7 @@ impl PlanCache {
             .map(|(_, plan)| plan.clone())
     }
 
+    /// Remembers `plan` for `key` (while there is room and `key` is new).
     fn insert(&self, key: PlanKey, plan: &OperationPlan) {
         let mut plans = self.plans.write();
         if plans.len() < PLAN_CACHE_CAPACITY && !plans.iter().any(|(k, _)| *k == key) {
@@ -314,6 +353,8 @@ impl PlanCache {
     }
 }
 
+/// Resolves a call of `builtin`: its plan (from `plans` when seen before), the result shape
+/// by the built-in's shape rule, and the operands saved for its gradient.
 fn resolve(
     builtin: &Builtin,
     plans: &PlanCache,
@@ -445,6 +486,7 @@ fn broadcast_shapes<'a>(name: &str, shapes: impl IntoIterator<Item = &'a Shape>)
     Ok(result)
 }
 
+/// The result shape of a reduction over mode 1: mode 0 of a two-mode `shape`.
 fn reduced_shape(name: &str, shape: &Shape) -> Result<Shape> {
     if shape.rank() != 2 {
         return Err(Error::Value(format!(
@@ -455,6 +497,7 @@ fn reduced_shape(name: &str, shape: &Shape) -> Result<Shape> {
     Ok(shape.mode(0)?)
 }
 
+/// The result shape of `matmul`: (N,K)·(M,K) → (N,M).
 fn contracted_shape(name: &str, lhs: &Shape, rhs: &Shape) -> Result<Shape> {
     for (side, shape) in [("lhs", lhs), ("rhs", rhs)] {
         if shape.rank() != 2 {

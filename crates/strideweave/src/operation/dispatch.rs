@@ -64,10 +64,19 @@ impl OperationDefinition {
         }
         let invocation = self.resolve(&bound)?;
         check_capability(class, invocation.plan())?;
+        let recording = crate::autograd::would_record(&invocation);
+        if recording && invocation.results().iter().any(|r| r.alias_of().is_some()) {
+            return Err(Error::Value(format!(
+                "'{name}' returns an operand as its result, which cannot be recorded for gradients; call it under no_grad"
+            )));
+        }
         let versions = Versions::of(&invocation);
         let operation = carrier.dispatch_operation(self.shared_name())?;
         let outputs = operation.forward(&invocation)?;
         validate(&invocation, class, &outputs, &versions)?;
+        if recording {
+            crate::autograd::record(&invocation, &outputs)?;
+        }
         Ok(outputs)
     }
 }

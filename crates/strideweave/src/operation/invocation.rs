@@ -14,23 +14,27 @@ use crate::operation::schema::OptionValue;
 use crate::operation::Operand;
 use crate::tensor::Tensor;
 
-/// The operands of a bound call: inline for the usual one or two, so binding a built-in call
-/// allocates nothing for them.
+/// The operands of a bound call: inline for the usual one, two or three, so binding a
+/// built-in call allocates nothing for them.
 #[derive(Debug, Clone)]
 pub(crate) enum OperandList {
     /// One operand.
     One([Operand; 1]),
     /// Two operands.
     Two([Operand; 2]),
+    /// Three operands.
+    Three([Operand; 3]),
     /// Any number, as the caller passed them.
     Many(Vec<Operand>),
 }
 
 impl OperandList {
+    /// The operands, in order.
     pub(crate) fn as_slice(&self) -> &[Operand] {
         match self {
             OperandList::One(operands) => operands,
             OperandList::Two(operands) => operands,
+            OperandList::Three(operands) => operands,
             OperandList::Many(operands) => operands,
         }
     }

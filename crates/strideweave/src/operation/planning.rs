@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::operation::plan::{Accumulation, Arithmetic, OperandPlan, OperationPlan};
 
 /// The names of the built-in operations, in their documented order.
-pub const BUILTIN_OPERATIONS: [&str; 21] = [
+pub const BUILTIN_OPERATIONS: [&str; 22] = [
     "add",
     "sub",
     "mul",
@@ -46,6 +46,7 @@ pub const BUILTIN_OPERATIONS: [&str; 21] = [
     "reduce_sum",
     "reduce_max",
     "matmul",
+    "select",
 ];
 
 /// An operand as planning sees it: a tensor's dtype, or a Rust scalar value (a weak scalar).
@@ -73,8 +74,10 @@ pub enum PlanOperand {
 ///   than Float32, Int32 or Bool (e.g. Float64), or an accumulator dtype that is simple but
 ///   neither Float32 nor Float64;
 /// - [`Error::Type`] for a wrong arity or operand role, a category tensor dtype, an
-///   arithmetic operation on Bool tensors (Bool never promotes), an accumulator on an
-///   operation that takes none, a category accumulator, or an accumulator on an Int32 plan;
+///   arithmetic operation on Bool tensors (Bool never promotes), a `select` condition that
+///   is not a Bool tensor or a `select` of a Bool tensor against a non-Bool branch, an
+///   accumulator on an operation that takes none, a category accumulator, or an accumulator
+///   on an Int32 plan;
 /// - [`Error::Overflow`] for a weak integer scalar outside the Int32 range that meets an
 ///   Int32 plan.
 pub fn resolve_operation_plan(
@@ -112,6 +115,7 @@ pub fn resolve_operation_plan(
             let element = Element::of_tensor(operation, tensor)?;
             planner.with_scalar(family, (tensor, element), scalar, scalar_first)
         }
+        OperandShape::Select { cond, a, b } => planner.select(cond, a, b),
     }
 }
 
@@ -143,6 +147,9 @@ enum Family {
     ReduceMax,
     /// `matmul`.
     Matmul,
+    /// `select`: a Bool tensor condition, then two tensors or weak scalars promoting like
+    /// `maximum` (Bool branches only with Bool).
+    Select,
 }
 
 impl Family {
@@ -162,6 +169,7 @@ impl Family {
             "reduce_sum" => Family::ReduceSum,
             "reduce_max" => Family::ReduceMax,
             "matmul" => Family::Matmul,
+            "select" => Family::Select,
             _ => return None,
         })
     }
@@ -185,6 +193,9 @@ impl Family {
             | Family::Transcendental
             | Family::ReduceSum
             | Family::ReduceMax => "one tensor operand",
+            Family::Select => {
+                "three operands: a Bool tensor condition, then two tensors or weak scalars"
+            }
         }
     }
 }
@@ -242,6 +253,12 @@ enum OperandShape {
         scalar: Value,
         scalar_first: bool,
     },
+    /// `select`: a condition tensor and the two branches, each a tensor or a weak scalar.
+    Select {
+        cond: DType,
+        a: PlanOperand,
+        b: PlanOperand,
+    },
 }
 
 impl OperandShape {
@@ -256,13 +273,14 @@ impl OperandShape {
                 | Family::ReduceSum
                 | Family::ReduceMax
         );
+        let select = family == Family::Select;
         let tensor_scalar = matches!(
             family,
             Family::Mul | Family::Div | Family::Extremum | Family::Compare { .. }
         );
         let shape = match *operands {
             [Tensor(dtype)] if unary => Some(OperandShape::Unary(dtype)),
-            [Tensor(lhs), Tensor(rhs)] if !unary => Some(OperandShape::Pair(lhs, rhs)),
+            [Tensor(lhs), Tensor(rhs)] if !unary && !select => Some(OperandShape::Pair(lhs, rhs)),
             [Tensor(tensor), Scalar(scalar)] if tensor_scalar => Some(OperandShape::WithScalar {
                 tensor,
                 scalar,
@@ -275,6 +293,7 @@ impl OperandShape {
                     scalar_first: true,
                 })
             }
+            [Tensor(cond), a, b] if select => Some(OperandShape::Select { cond, a, b }),
             _ => None,
         };
         shape.ok_or_else(|| {
@@ -330,6 +349,33 @@ impl Element {
                 "'{operation}': no plan computes on {dtype} tensors"
             )))
         }
+    }
+}
+
+/// A branch of `select` as its promotion sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Branch {
+    /// A tensor of this dtype and element type.
+    Tensor(DType, Element),
+    /// A weak integer scalar with this value (range-checked when it meets an Int32 plan).
+    Int(i64),
+    /// A weak float scalar.
+    Float,
+    /// A weak bool scalar.
+    Bool,
+}
+
+impl Branch {
+    /// Classifies a branch operand (the tensor dtype errors of [`Element::of_tensor`]).
+    fn of(operation: &str, operand: PlanOperand) -> Result<Branch> {
+        Ok(match operand {
+            PlanOperand::Tensor(dtype) => {
+                Branch::Tensor(dtype, Element::of_tensor(operation, dtype)?)
+            }
+            PlanOperand::Scalar(Value::Int(value)) => Branch::Int(value),
+            PlanOperand::Scalar(Value::Float(_)) => Branch::Float,
+            PlanOperand::Scalar(Value::Bool(_)) => Branch::Bool,
+        })
     }
 }
 
@@ -570,6 +616,73 @@ impl Planner<'_> {
         }
     }
 
+    /// `select(cond, a, b)`: `cond` must be a Bool tensor (a Type error naming its dtype
+    /// otherwise). The branches promote like `maximum`: Int32 tensors and integer scalars
+    /// compute exactly in Int32 (a scalar outside the range is an Overflow error), a Float32
+    /// tensor or a floating or bool scalar makes the plan Float32. Bool tensors select only
+    /// among Bools: a Bool tensor with a Bool tensor or a bool scalar gives Bool, with
+    /// anything else it is a Type error (Bool never promotes).
+    fn select(&self, cond: DType, a: PlanOperand, b: PlanOperand) -> Result<OperationPlan> {
+        if cond != DType::BOOL {
+            let got = if cond.is_simple() {
+                cond.to_string()
+            } else {
+                describe_non_simple(cond)
+            };
+            return Err(Error::Type(format!(
+                "'{}' needs a Bool tensor condition, got a tensor of {got}",
+                self.operation
+            )));
+        }
+        let branches = [
+            Branch::of(self.operation, a)?,
+            Branch::of(self.operation, b)?,
+        ];
+        let is_bool_tensor = |branch: &Branch| matches!(branch, Branch::Tensor(_, Element::Bool));
+        let convert = if branches.iter().any(is_bool_tensor) {
+            let all_bool = branches
+                .iter()
+                .all(|branch| is_bool_tensor(branch) || *branch == Branch::Bool);
+            if !all_bool {
+                return Err(Error::Type(format!(
+                    "'{}' selects between a Bool tensor and only a Bool tensor or a bool \
+                     scalar (Bool never promotes), got {} and {}",
+                    self.operation,
+                    describe_operand(a),
+                    describe_operand(b)
+                )));
+            }
+            DType::BOOL
+        } else if branches.iter().any(|branch| {
+            matches!(
+                branch,
+                Branch::Tensor(_, Element::Float32) | Branch::Float | Branch::Bool
+            )
+        }) {
+            DType::FLOAT32
+        } else {
+            for branch in branches {
+                if let Branch::Int(value) = branch {
+                    self.check_int32_scalar(value)?;
+                }
+            }
+            DType::INT32
+        };
+        let compute = if convert == DType::FLOAT32 {
+            Arithmetic::Binary32
+        } else {
+            Arithmetic::Int32Exact
+        };
+        let mut operands = vec![OperandPlan::tensor(cond, DType::BOOL)?];
+        for branch in branches {
+            operands.push(match branch {
+                Branch::Tensor(dtype, _) => OperandPlan::tensor(dtype, convert)?,
+                Branch::Int(_) | Branch::Float | Branch::Bool => OperandPlan::weak_scalar(convert)?,
+            });
+        }
+        self.plan(operands, compute, None, None, convert)
+    }
+
     /// A comparison plan: Bool output, no accumulation.
     fn compare(&self, operands: Vec<OperandPlan>, compute: Arithmetic) -> Result<OperationPlan> {
         self.plan(operands, compute, None, None, DType::BOOL)
@@ -800,18 +913,21 @@ mod tests {
         );
     }
 
-    /// The arity differs per operation: try one tensor, then two.
+    /// The arity differs per operation: try one tensor, then two, then a Bool condition
+    /// with two tensors (`select`).
     fn plan_float32(operation: &str) -> OperationPlan {
         resolve_operation_plan(operation, &[t(F32)], None)
             .or_else(|_| resolve_operation_plan(operation, &[t(F32), t(F32)], None))
+            .or_else(|_| resolve_operation_plan(operation, &[t(BOOL), t(F32), t(F32)], None))
             .unwrap_or_else(|error| panic!("{operation}: {error}"))
     }
 
     #[test]
     fn every_builtin_plans_on_float32_tensors() {
-        assert_eq!(BUILTIN_OPERATIONS.len(), 21);
+        assert_eq!(BUILTIN_OPERATIONS.len(), 22);
         assert_eq!(BUILTIN_OPERATIONS[0], "add");
         assert_eq!(BUILTIN_OPERATIONS[20], "matmul");
+        assert_eq!(BUILTIN_OPERATIONS[21], "select");
         for operation in BUILTIN_OPERATIONS {
             let p = plan_float32(operation);
             assert_eq!(p.operation(), operation);
@@ -822,9 +938,135 @@ mod tests {
             };
             assert_eq!(p.output(), expected_output, "{p}");
             assert_eq!(p.compute(), Arithmetic::Binary32, "{p}");
-            assert!(p.operands().iter().all(|o| o.convert_to() == F32), "{p}");
-            assert!(p.operands().iter().all(|o| o.dtype() == Some(F32)), "{p}");
+            // The condition of `select` stays Bool; every other operand computes in Float32.
+            let computed = if operation == "select" {
+                assert_eq!(p.operands()[0], tensor_op(BOOL, BOOL), "{p}");
+                &p.operands()[1..]
+            } else {
+                p.operands()
+            };
+            assert!(computed.iter().all(|o| o.convert_to() == F32), "{p}");
+            assert!(computed.iter().all(|o| o.dtype() == Some(F32)), "{p}");
         }
+    }
+
+    #[test]
+    fn select_promotes_its_branches_like_maximum() {
+        let cond = tensor_op(BOOL, BOOL);
+        // Int32 with Int32 or an integer scalar: exact Int32.
+        let int_cases: &[(PlanOperand, PlanOperand, OperandPlan, OperandPlan)] = &[
+            (t(I32), t(I32), tensor_op(I32, I32), tensor_op(I32, I32)),
+            (t(I32), s(-3), tensor_op(I32, I32), scalar_op(I32)),
+            (s(7), t(I32), scalar_op(I32), tensor_op(I32, I32)),
+            (s(1), s(0), scalar_op(I32), scalar_op(I32)),
+        ];
+        for &(a, b, plan_a, plan_b) in int_cases {
+            let p = plan("select", &[t(BOOL), a, b]);
+            assert_elementwise(
+                &p,
+                "select",
+                &[cond, plan_a, plan_b],
+                Arithmetic::Int32Exact,
+                I32,
+            );
+        }
+        // Anything with Float32 or a floating / bool scalar: Float32.
+        let float_cases: &[(PlanOperand, PlanOperand, OperandPlan, OperandPlan)] = &[
+            (t(F32), t(F32), tensor_op(F32, F32), tensor_op(F32, F32)),
+            (t(I32), t(F32), tensor_op(I32, F32), tensor_op(F32, F32)),
+            (t(F32), s(2), tensor_op(F32, F32), scalar_op(F32)),
+            (t(I32), s(0.5), tensor_op(I32, F32), scalar_op(F32)),
+            (s(true), t(I32), scalar_op(F32), tensor_op(I32, F32)),
+            (s(1.0), s(0.0), scalar_op(F32), scalar_op(F32)),
+            (s(true), s(false), scalar_op(F32), scalar_op(F32)),
+            (s(1), s(0.0), scalar_op(F32), scalar_op(F32)),
+            // A Float32 plan never materializes an Int32 scalar: no range check.
+            (t(F32), s(i64::MAX), tensor_op(F32, F32), scalar_op(F32)),
+        ];
+        for &(a, b, plan_a, plan_b) in float_cases {
+            let p = plan("select", &[t(BOOL), a, b]);
+            assert_elementwise(
+                &p,
+                "select",
+                &[cond, plan_a, plan_b],
+                Arithmetic::Binary32,
+                F32,
+            );
+        }
+        // Bool with Bool (a bool scalar included) stays Bool.
+        let p = plan("select", &[t(BOOL), t(BOOL), t(BOOL)]);
+        assert_elementwise(
+            &p,
+            "select",
+            &[cond, tensor_op(BOOL, BOOL), tensor_op(BOOL, BOOL)],
+            Arithmetic::Int32Exact,
+            BOOL,
+        );
+        let p = plan("select", &[t(BOOL), s(false), t(BOOL)]);
+        assert_elementwise(
+            &p,
+            "select",
+            &[cond, scalar_op(BOOL), tensor_op(BOOL, BOOL)],
+            Arithmetic::Int32Exact,
+            BOOL,
+        );
+    }
+
+    #[test]
+    fn select_refuses_bad_conditions_and_mixed_bool_branches() {
+        for dtype in [F32, I32, F64, DType::E4M3, DType::ANY, DType::FLOATING] {
+            assert_error(
+                "select",
+                &[t(dtype), t(F32), t(F32)],
+                None,
+                ErrorKind::Type,
+                &["'select'", "Bool tensor condition", dtype.name()],
+            );
+        }
+        for (a, b) in [
+            (t(BOOL), t(F32)),
+            (t(I32), t(BOOL)),
+            (t(BOOL), s(1)),
+            (s(0.5), t(BOOL)),
+        ] {
+            assert_error(
+                "select",
+                &[t(BOOL), a, b],
+                None,
+                ErrorKind::Type,
+                &["'select'", "Bool", "never promotes"],
+            );
+        }
+        for (a, b) in [(t(I32), s(1_i64 << 31)), (s(-(1_i64 << 31) - 1), s(0))] {
+            assert_error(
+                "select",
+                &[t(BOOL), a, b],
+                None,
+                ErrorKind::Overflow,
+                &["'select'", "Int32"],
+            );
+        }
+        assert_error(
+            "select",
+            &[t(BOOL), t(F64), t(F32)],
+            None,
+            ErrorKind::NotImplemented,
+            &["'select'", "Float64"],
+        );
+        assert_error(
+            "select",
+            &[t(BOOL), t(F32), t(DType::ANY)],
+            None,
+            ErrorKind::Type,
+            &["'select'", "category"],
+        );
+        assert_error(
+            "select",
+            &[t(BOOL), t(F32), t(F32)],
+            Some(F32),
+            ErrorKind::Type,
+            &["'select'", "accumulator"],
+        );
     }
 
     #[test]
@@ -924,6 +1166,10 @@ mod tests {
             ("reduce_sum", &[]),
             ("matmul", &[t(F32), s(1.0)]),
             ("matmul", &[t(F32)]),
+            ("select", &[t(BOOL), t(F32)]),
+            ("select", &[s(true), t(F32), t(F32)]),
+            ("select", &[t(BOOL), t(F32), t(F32), t(F32)]),
+            ("add", &[t(BOOL), t(F32), t(F32)]),
         ];
         for (operation, operands) in cases {
             assert_error(

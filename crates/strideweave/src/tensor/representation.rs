@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use strideweave_layout::{Layout, Shape};
 
+use parking_lot::Mutex;
+
+use crate::autograd::AutogradState;
 use crate::carrier::Carrier;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -14,6 +17,8 @@ struct Inner {
     offset: usize,
     layout: Layout,
     dtype: DType,
+    /// Gradient bookkeeping (framework-owned; see the autograd module).
+    autograd: Mutex<AutogradState>,
 }
 
 /// A tensor: the value at coordinate `c` is `carrier[offset + layout(c)]`
@@ -66,6 +71,7 @@ impl Tensor {
                 offset,
                 layout,
                 dtype,
+                autograd: Mutex::new(AutogradState::default()),
             }),
         })
     }
@@ -125,6 +131,35 @@ impl Tensor {
     /// storage).
     pub fn same_as(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// A process-unique identity of this tensor object (clones share it).
+    pub(crate) fn identity(&self) -> usize {
+        Arc::as_ptr(&self.inner) as *const () as usize
+    }
+
+    /// When this is the last handle to the tensor object, takes its producing node out so
+    /// a long graph can be dropped without recursion.
+    pub(crate) fn take_grad_fn_if_last(mut self) -> Option<(crate::autograd::Node, usize)> {
+        Arc::get_mut(&mut self.inner).and_then(|inner| inner.autograd.get_mut().grad_fn.take())
+    }
+
+    /// The gradient bookkeeping of this tensor object.
+    pub(crate) fn autograd(&self) -> &Mutex<AutogradState> {
+        &self.inner.autograd
+    }
+
+    /// A new tensor object over the same slots, outside the autograd graph.
+    pub(crate) fn clone_without_autograd(&self) -> Tensor {
+        Tensor {
+            inner: Arc::new(Inner {
+                carrier: self.inner.carrier.clone(),
+                offset: self.inner.offset,
+                layout: self.inner.layout.clone(),
+                dtype: self.inner.dtype,
+                autograd: Mutex::new(AutogradState::default()),
+            }),
+        }
     }
 
     /// The same carrier and offset with another layout, validated like [`Tensor::new`].

@@ -27,10 +27,10 @@ use crate::operation::{Arithmetic, Operand, ResolvedInvocation};
 use crate::tensor::Tensor;
 
 /// Elements gathered per step when an operand cannot be read in place.
-const BLOCK: usize = 512;
+pub(super) const BLOCK: usize = 512;
 
 /// Runs shorter than this skip the vector-unit dispatch (its fixed cost would dominate).
-const DISPATCH_MIN: usize = 16;
+pub(super) const DISPATCH_MIN: usize = 16;
 
 /// A per-element operation: the stored result and whether it left the Int32 range.
 trait Op<T, O>: Fn(T, T) -> (O, bool) + Copy + Send + Sync {}
@@ -79,7 +79,7 @@ pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec
 }
 
 /// The NotImplemented error of a plan these kernels do not compute.
-fn unsupported(name: &str, invocation: &ResolvedInvocation) -> Error {
+pub(super) fn unsupported(name: &str, invocation: &ResolvedInvocation) -> Error {
     Error::NotImplemented(format!(
         "the CPU kernel of '{name}' does not execute the plan {}",
         invocation.plan()
@@ -209,7 +209,7 @@ fn minimum_f32(a: f32, b: f32) -> f32 {
 
 /// One operand as the kernels read it.
 #[derive(Clone, Copy)]
-enum Side<'a, T> {
+pub(super) enum Side<'a, T> {
     /// A weak scalar, converted once (also the absent second operand of a unary op).
     Scalar(T),
     /// A tensor's slots, read from `offset` on.
@@ -223,7 +223,7 @@ enum Side<'a, T> {
 
 /// The values of one operand over one run.
 #[derive(Clone, Copy)]
-enum Run<'a, T> {
+pub(super) enum Run<'a, T> {
     /// One value for every element.
     Scalar(T),
     /// One value per element.
@@ -242,7 +242,7 @@ impl<T: Copy> Run<'_, T> {
 
 impl<'a, T: Compute> Side<'a, T> {
     /// Whether reading `len > 1` elements at `stride` needs a gather into a buffer.
-    fn gathers(self, stride: usize) -> bool {
+    pub(super) fn gathers(self, stride: usize) -> bool {
         match self {
             Side::Scalar(_) => false,
             Side::Tensor { slots, .. } => {
@@ -253,7 +253,7 @@ impl<'a, T: Compute> Side<'a, T> {
 
     /// The values at `base + t·stride` (relative to the offset) for `t < len`: in place,
     /// one value, or gathered into `buffer` (at least `len` long).
-    fn run<'b>(
+    pub(super) fn run<'b>(
         self,
         base: usize,
         stride: usize,
@@ -327,7 +327,7 @@ fn binary<T: Compute, O: Stored>(
 }
 
 /// The call's operands, exactly `N` of them (a Value error otherwise).
-fn operands<'a, const N: usize>(
+pub(super) fn operands<'a, const N: usize>(
     name: &str,
     invocation: &'a ResolvedInvocation,
 ) -> Result<&'a [Operand; N]> {
@@ -361,7 +361,7 @@ fn walk(result: &Layout, operands: [&Operand; 2]) -> Result<Walk<2>> {
 }
 
 /// The strides an operand reads at the result's leaves (all 0 for a weak scalar).
-fn side_strides(operand: &Operand, extents: &[usize]) -> Result<Small<usize>> {
+pub(super) fn side_strides(operand: &Operand, extents: &[usize]) -> Result<Small<usize>> {
     match operand {
         Operand::Tensor(t) => broadcast_strides(t.layout(), extents),
         Operand::Scalar(_) => Ok(Small::filled(0, extents.len())),
@@ -370,7 +370,7 @@ fn side_strides(operand: &Operand, extents: &[usize]) -> Result<Small<usize>> {
 
 /// Runs `f` on `operand` as a [`Side`]: a weak scalar converted once, or a tensor's slots
 /// under its carrier's read lock.
-fn with_side<T: Compute, R>(
+pub(super) fn with_side<T: Compute, R>(
     name: &str,
     operand: &Operand,
     f: impl FnOnce(Side<'_, T>) -> Result<R>,
@@ -670,7 +670,7 @@ fn fill_tile<T: Compute>(
 }
 
 /// The Index error of an operand whose slots do not cover its layout (ruled out upfront).
-fn out_of_range(name: &str) -> Error {
+pub(super) fn out_of_range(name: &str) -> Error {
     Error::Index(format!(
         "'{name}': an operand's layout reaches past its slots"
     ))

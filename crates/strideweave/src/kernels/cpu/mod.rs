@@ -13,6 +13,7 @@ mod elementwise;
 mod matmul;
 mod parallel;
 mod reduce;
+mod select;
 mod slots;
 mod strided;
 
@@ -49,6 +50,7 @@ pub(crate) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec
         }
         "reduce_sum" | "reduce_max" => reduce::execute(name, invocation),
         "matmul" => matmul::execute(name, invocation),
+        "select" => select::execute(name, invocation),
         _ => Err(Error::NotImplemented(format!(
             "the CPU kernels have no operation '{name}'"
         ))),

@@ -1,4 +1,5 @@
-//! Unary and binary elementwise reference kernels, comparisons included.
+//! Unary, binary and ternary (`select`) elementwise reference kernels, comparisons
+//! included.
 //!
 //! The result shape is already the broadcast of the tensor operands' shapes; each tensor
 //! operand is read at result ordinal `i` through its layout broadcast to that shape (extent-1
@@ -7,6 +8,7 @@
 use strideweave_layout::Layout;
 
 use super::{buffer, compute_matches, overflow, unsupported, Context, Element, Reader};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::operation::{Operand, ResolvedInvocation};
 use crate::tensor::Tensor;
@@ -93,6 +95,48 @@ pub(super) fn binary(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<
     for ordinal in 0..size {
         let (a, b) = (lhs.at(ordinal)?, rhs.at(ordinal)?);
         values.push(binary_op(name, invocation, a, b)?.to_value());
+    }
+    ctx.publish(values)
+}
+
+/// `select(cond, a, b)`: `cond ? a : b` per result ordinal. The condition is read as Bool
+/// (its operand plan must convert it to Bool), the branches convert to the plan's output
+/// dtype as their operand plans say, and only the chosen branch is read.
+pub(super) fn select(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let ctx = Context::new(name, invocation)?;
+    if ctx.operand_count() != 3 {
+        return Err(Error::Value(format!(
+            "'{name}' takes 3 operands, the invocation has {}",
+            ctx.operand_count()
+        )));
+    }
+    let plan = invocation.plan();
+    let output = plan.output();
+    let fits = match plan.operands() {
+        [cond, a, b] => {
+            cond.convert_to() == DType::BOOL
+                && a.convert_to() == output
+                && b.convert_to() == output
+                && compute_matches(plan.compute(), output)
+        }
+        _ => false,
+    };
+    if !fits {
+        return Err(Error::NotImplemented(format!(
+            "the Generic reference of '{name}' selects a Bool condition between branches of \
+             the output dtype, not under the plan {plan}"
+        )));
+    }
+    let (cond, a, b) = (side(&ctx, 0)?, side(&ctx, 1)?, side(&ctx, 2)?);
+    let size = ctx.spec().layout().size();
+    let mut values = buffer(name, size)?;
+    for ordinal in 0..size {
+        let chosen = match cond.at(ordinal)? {
+            Element::Bool(true) => a.at(ordinal)?,
+            Element::Bool(false) => b.at(ordinal)?,
+            other => return Err(unsupported(name, &[other], invocation)),
+        };
+        values.push(chosen.to_value());
     }
     ctx.publish(values)
 }

@@ -47,6 +47,7 @@ pub(crate) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec
         | "le" => elementwise::binary(name, invocation),
         "reduce_sum" | "reduce_max" => reduce::execute(name, invocation),
         "matmul" => matmul::execute(name, invocation),
+        "select" => elementwise::select(name, invocation),
         _ => Err(Error::NotImplemented(format!(
             "the Generic reference has no kernel for operation '{name}'"
         ))),

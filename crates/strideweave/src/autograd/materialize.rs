@@ -1,0 +1,65 @@
+//! Gradient buffers: fresh, detached storage of the target's exact carrier class
+//! (semantics-operations.md §3).
+
+use strideweave_layout::Layout;
+
+use crate::dtype::Value;
+use crate::error::{Error, Result};
+use crate::ops;
+use crate::tensor::Tensor;
+
+/// The gradient `grad` of `target` as a fresh tensor on a carrier of `target`'s class: with
+/// `target`'s layout when it is injective, otherwise canonical with each storage slot's
+/// summed contribution replicated to every coordinate of that slot.
+pub(crate) fn materialize(target: &Tensor, grad: &Tensor) -> Result<Tensor> {
+    if grad.shape() != target.shape() {
+        return Err(Error::Value(format!(
+            "a gradient of Shape {} cannot belong to a tensor of Shape {}",
+            grad.shape(),
+            target.shape()
+        )));
+    }
+    let layout = target.layout();
+    let canonical = Layout::column_major(target.shape().clone());
+    let same_class = grad.carrier().class() == target.carrier().class();
+    if layout.is_injective() {
+        if *layout == canonical && same_class {
+            // A multiplication by one is an exact copy into fresh canonical storage.
+            return ops::mul(grad, 1.0);
+        }
+        return rebuild(
+            target,
+            layout.clone(),
+            grad.to_values()?.into_iter().enumerate().collect(),
+        );
+    }
+    let values = grad.to_values()?;
+    let mut sums: rustc_hash::FxHashMap<usize, f64> = rustc_hash::FxHashMap::default();
+    let slots: Vec<usize> = (0..layout.size())
+        .map(|i| layout.index_of(i))
+        .collect::<std::result::Result<_, _>>()?;
+    for (slot, value) in slots.iter().zip(&values) {
+        *sums.entry(*slot).or_insert(0.0) += value.as_f64().unwrap_or(0.0);
+    }
+    let replicated: Vec<(usize, Value)> = slots
+        .iter()
+        .enumerate()
+        .map(|(i, slot)| (i, Value::Float(sums.get(slot).copied().unwrap_or(0.0))))
+        .collect();
+    rebuild(target, canonical, replicated)
+}
+
+/// A fresh tensor of `layout` on a carrier of `target`'s class, holding `values[ordinal]`.
+fn rebuild(target: &Tensor, layout: Layout, values: Vec<(usize, Value)>) -> Result<Tensor> {
+    let mut slots = vec![Value::Float(0.0); layout.cosize()];
+    for (ordinal, value) in values {
+        let slot = layout.index_of(ordinal)?;
+        if let Some(entry) = slots.get_mut(slot) {
+            *entry = value;
+        }
+    }
+    let carrier = target
+        .carrier()
+        .new_like(&slots, true, Some(target.dtype()))?;
+    Tensor::new(carrier, 0, layout)
+}

@@ -1,0 +1,46 @@
+//! Recording: the node a differentiating call attaches to its outputs.
+
+use crate::autograd::grad_mode::is_grad_enabled;
+use crate::autograd::node::Node;
+use crate::autograd::rules::rule_for;
+use crate::error::Result;
+use crate::operation::{Operand, ResolvedInvocation};
+use crate::tensor::Tensor;
+
+/// Whether a call with these operands would record a node now.
+pub(crate) fn would_record(invocation: &ResolvedInvocation) -> bool {
+    is_grad_enabled()
+        && invocation
+            .call()
+            .operands()
+            .iter()
+            .filter_map(Operand::as_tensor)
+            .any(|t| t.is_differentiable() && t.requires_grad())
+}
+
+/// Attaches a node to the differentiable `outputs` of a validated call when recording is on
+/// and some tensor operand requires gradients. Every tensor operand is saved (per
+/// occurrence) with its carrier version.
+pub(crate) fn record(invocation: &ResolvedInvocation, outputs: &[Tensor]) -> Result<()> {
+    if !would_record(invocation) {
+        return Ok(());
+    }
+    let Some(rule) = rule_for(invocation)? else {
+        return Ok(());
+    };
+    let inputs: Vec<Tensor> = invocation
+        .call()
+        .operands()
+        .iter()
+        .filter_map(Operand::as_tensor)
+        .cloned()
+        .collect();
+    let name = invocation.call().definition().name().into();
+    let node = Node::new(name, inputs, outputs.len(), rule);
+    for (i, output) in outputs.iter().enumerate() {
+        if output.is_differentiable() {
+            output.autograd().lock().grad_fn = Some((node.clone(), i));
+        }
+    }
+    Ok(())
+}

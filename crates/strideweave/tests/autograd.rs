@@ -1,0 +1,472 @@
+//! Reverse-mode autograd (semantics-operations.md §3 and §8 scenarios 8–13): recording,
+//! backward, grad, cotangent rules, graph release, version checks, failure atomicity, and a
+//! finite-difference check of every differentiable operation.
+
+use strideweave::autograd::{grad, is_grad_enabled, no_grad};
+use strideweave::carriers::{Cpu, Generic};
+use strideweave::{ops, DType, ErrorKind, Layout, Result, Shape, Tensor, Value};
+
+fn leaf(values: &[f32], shape: Shape) -> Tensor {
+    let t = Tensor::compact(Cpu::from_f32(values, true).unwrap(), shape).unwrap();
+    t.set_requires_grad(true).unwrap();
+    t
+}
+
+fn ones_like(t: &Tensor) -> Tensor {
+    let n = t.layout().cosize();
+    let carrier = Cpu::from_f32(&vec![1.0; n], true).unwrap();
+    Tensor::new(carrier, 0, t.layout().clone()).unwrap()
+}
+
+fn floats(t: &Tensor) -> Vec<f64> {
+    t.to_values()
+        .unwrap()
+        .into_iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn scenario_08_grad_does_not_touch_dot_grad_and_backward_accumulates() {
+    let x = leaf(&[2.0, 3.0], Shape::new(2).unwrap());
+    let y = ops::mul(&x, 2.0).unwrap();
+    let grads = grad(
+        std::slice::from_ref(&y),
+        std::slice::from_ref(&x),
+        &[Some(ones_like(&y))],
+        false,
+    )
+    .unwrap();
+    assert_eq!(floats(grads[0].as_ref().unwrap()), [2.0, 2.0]);
+    assert!(x.grad().is_none());
+    let z = ops::add(&x, &x).unwrap();
+    z.backward(Some(&ones_like(&z)), false).unwrap();
+    assert_eq!(floats(&x.grad().unwrap()), [2.0, 2.0]);
+    assert_eq!(x.grad().unwrap().carrier().class(), x.carrier().class());
+}
+
+#[test]
+fn scenario_09_an_implicit_cotangent_needs_shape_one() {
+    let single = leaf(&[3.0], Shape::new(1).unwrap());
+    ops::mul(&single, 2.0)
+        .unwrap()
+        .backward(None, false)
+        .unwrap();
+    assert_eq!(floats(&single.grad().unwrap()), [2.0]);
+    for shape in [Shape::new((1, 1)).unwrap(), Shape::new(2).unwrap()] {
+        let n = shape.size();
+        let x = leaf(&vec![1.0; n], shape);
+        let error = ops::mul(&x, 2.0)
+            .unwrap()
+            .backward(None, false)
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Value, "{error}");
+    }
+}
+
+#[test]
+fn scenario_10_a_broadcast_leaf_gets_slot_sums_in_canonical_layout() {
+    let carrier = Cpu::from_f32(&[1.0, 2.0], true).unwrap();
+    let x = Tensor::new(carrier, 0, "(4,2):(0,1)".parse().unwrap()).unwrap();
+    x.set_requires_grad(true).unwrap();
+    let ones = Tensor::compact(
+        Cpu::from_f32(&[1.0; 8], true).unwrap(),
+        Shape::new((4, 2)).unwrap(),
+    )
+    .unwrap();
+    x.backward(Some(&ones), false).unwrap();
+    let g = x.grad().unwrap();
+    assert_eq!(g.layout().to_string(), "(4,2):(1,4)");
+    assert_eq!(floats(&g), [4.0; 8]);
+
+    let carrier = Cpu::from_f32(&[1.0; 5], true).unwrap();
+    let overlapping = Tensor::new(carrier, 0, "(4,2):(1,1)".parse().unwrap()).unwrap();
+    overlapping.set_requires_grad(true).unwrap();
+    let error = overlapping.backward(Some(&ones), false).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert!(overlapping.grad().is_none());
+}
+
+#[test]
+fn scenario_11_a_freed_graph_cannot_be_reused_and_retained_graphs_accumulate() {
+    let x = leaf(&[1.0, 2.0], Shape::new(2).unwrap());
+    let y = ops::mul(&x, 3.0).unwrap();
+    y.backward(Some(&ones_like(&y)), false).unwrap();
+    let error = y.backward(Some(&ones_like(&y)), false).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert!(error.to_string().contains("retain_graph=true"), "{error}");
+    assert_eq!(
+        floats(&x.grad().unwrap()),
+        [3.0, 3.0],
+        "the failed pass changed nothing"
+    );
+
+    let w = leaf(&[1.0, 2.0], Shape::new(2).unwrap());
+    let v = ops::mul(&w, 3.0).unwrap();
+    v.backward(Some(&ones_like(&v)), true).unwrap();
+    v.backward(Some(&ones_like(&v)), true).unwrap();
+    assert_eq!(floats(&w.grad().unwrap()), [6.0, 6.0]);
+}
+
+#[test]
+fn scenario_12_an_in_place_write_after_recording_refuses_backward() {
+    let x = leaf(&[1.0, 2.0], Shape::new(2).unwrap());
+    let y = ops::elementwise_mul(&x, &x).unwrap();
+    x.set(&0.into(), Value::Float(5.0)).unwrap();
+    let error = y.backward(Some(&ones_like(&y)), false).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert!(
+        error.to_string().contains("in-place modification"),
+        "{error}"
+    );
+    assert!(x.grad().is_none());
+}
+
+#[test]
+fn scenario_13_grad_of_an_unrelated_input_is_none() {
+    let x = leaf(&[1.0], Shape::new(1).unwrap());
+    let unrelated = leaf(&[1.0], Shape::new(1).unwrap());
+    let y = ops::mul(&x, 2.0).unwrap();
+    let grads = grad(&[y], &[x, unrelated], &[None], false).unwrap();
+    assert!(grads[0].is_some());
+    assert!(grads[1].is_none());
+    // A single tensor as `inputs` and `create_graph` cannot be written: `inputs` is a slice.
+}
+
+#[test]
+fn only_float32_is_differentiable() {
+    let ints = Tensor::compact(
+        Cpu::from_i32(&[1, 2], true).unwrap(),
+        Shape::new(2).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        ints.set_requires_grad(true).unwrap_err().kind(),
+        ErrorKind::Runtime
+    );
+    assert_eq!(ints.retain_grad().unwrap_err().kind(), ErrorKind::Runtime);
+    assert_eq!(
+        ints.backward(None, false).unwrap_err().kind(),
+        ErrorKind::Runtime
+    );
+    let floats_no_grad =
+        Tensor::compact(Cpu::from_f32(&[1.0], true).unwrap(), Shape::new(1).unwrap()).unwrap();
+    assert_eq!(
+        floats_no_grad.backward(None, false).unwrap_err().kind(),
+        ErrorKind::Runtime
+    );
+}
+
+#[test]
+fn no_grad_records_nothing() {
+    let x = leaf(&[1.0], Shape::new(1).unwrap());
+    let y = {
+        let _off = no_grad();
+        assert!(!is_grad_enabled());
+        ops::mul(&x, 2.0).unwrap()
+    };
+    assert!(y.grad_fn().is_none() && !y.requires_grad());
+    let z = ops::mul(&x, 2.0).unwrap();
+    assert_eq!(z.grad_fn().unwrap().name(), "mul");
+    assert_eq!(z.grad_fn().unwrap().inputs().len(), 1);
+}
+
+#[test]
+fn retained_non_leaf_gradients_and_leaf_gradients_on_generic() {
+    let carrier = Generic::carrier(
+        &[Value::Float(1.0), Value::Float(-2.0)],
+        DType::FLOAT32,
+        true,
+    )
+    .unwrap();
+    let x = Tensor::compact(carrier, Shape::new(2).unwrap()).unwrap();
+    x.set_requires_grad(true).unwrap();
+    let h = ops::mul(&x, 3.0).unwrap();
+    h.retain_grad().unwrap();
+    let y = ops::relu(&h).unwrap();
+    let ones = Tensor::compact(
+        Generic::carrier(&[Value::Float(1.0); 2], DType::FLOAT32, true).unwrap(),
+        Shape::new(2).unwrap(),
+    )
+    .unwrap();
+    y.backward(Some(&ones), false).unwrap();
+    assert_eq!(floats(&h.grad().unwrap()), [1.0, 0.0]);
+    assert_eq!(floats(&x.grad().unwrap()), [3.0, 0.0]);
+    assert_eq!(x.grad().unwrap().carrier().class(), x.carrier().class());
+}
+
+#[test]
+fn a_deep_chain_does_not_overflow_the_stack() {
+    let x = leaf(&[1.0], Shape::new(1).unwrap());
+    let mut y = x.clone();
+    for _ in 0..100_000 {
+        y = ops::mul(&y, 1.0).unwrap();
+    }
+    y.backward(None, false).unwrap();
+    assert_eq!(floats(&x.grad().unwrap()), [1.0]);
+}
+
+/// Central differences of `f` (summed against `cotangent`) with respect to each input.
+fn numerical(
+    f: &dyn Fn(&[Tensor]) -> Result<Tensor>,
+    inputs: &[Vec<f32>],
+    shapes: &[Shape],
+    cotangent: &[f32],
+) -> Vec<Vec<f64>> {
+    let eval = |values: &[Vec<f32>]| -> f64 {
+        let _off = no_grad();
+        let tensors: Vec<Tensor> = values
+            .iter()
+            .zip(shapes)
+            .map(|(v, s)| Tensor::compact(Cpu::from_f32(v, true).unwrap(), s.clone()).unwrap())
+            .collect();
+        let out = f(&tensors).unwrap();
+        floats(&out)
+            .iter()
+            .zip(cotangent)
+            .map(|(o, c)| o * f64::from(*c))
+            .sum()
+    };
+    let eps = 1e-2f32;
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(k, values)| {
+            (0..values.len())
+                .map(|i| {
+                    let mut plus = inputs.to_vec();
+                    let mut minus = inputs.to_vec();
+                    plus[k][i] += eps;
+                    minus[k][i] -= eps;
+                    (eval(&plus) - eval(&minus)) / (2.0 * f64::from(eps))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn check(
+    name: &str,
+    f: &dyn Fn(&[Tensor]) -> Result<Tensor>,
+    inputs: Vec<Vec<f32>>,
+    shapes: Vec<Shape>,
+) {
+    let leaves: Vec<Tensor> = inputs
+        .iter()
+        .zip(&shapes)
+        .map(|(v, s)| leaf(v, s.clone()))
+        .collect();
+    let out = f(&leaves).unwrap();
+    let cotangent: Vec<f32> = (0..out.layout().cosize())
+        .map(|i| 0.5 + (i % 3) as f32 * 0.25)
+        .collect();
+    let cot = Tensor::new(
+        Cpu::from_f32(&cotangent, true).unwrap(),
+        0,
+        out.layout().clone(),
+    )
+    .unwrap();
+    let analytic = grad(&[out], &leaves, &[Some(cot)], false).unwrap();
+    let expected = numerical(f, &inputs, &shapes, &cotangent);
+    for (k, (a, e)) in analytic.iter().zip(&expected).enumerate() {
+        let a = floats(
+            a.as_ref()
+                .unwrap_or_else(|| panic!("{name}: no gradient for input {k}")),
+        );
+        for (i, (x, y)) in a.iter().zip(e).enumerate() {
+            assert!(
+                (x - y).abs() <= 2e-2 * (1.0 + y.abs()),
+                "{name} input {k} element {i}: analytic {x}, numerical {y}"
+            );
+        }
+    }
+}
+
+#[test]
+fn finite_differences_agree_for_every_differentiable_operation() {
+    let a = vec![0.7, -1.3, 2.1, 0.4, -0.6, 1.7];
+    let b = vec![1.1, 0.5, -0.9, 2.3, 1.4, -0.8];
+    let positive = vec![0.7, 1.3, 2.1, 0.4, 0.6, 1.7];
+    let s23 = || Shape::new((2, 3)).unwrap();
+    let s21 = || Shape::new((2, 1)).unwrap();
+    check(
+        "add",
+        &|t| ops::add(&t[0], &t[1]),
+        vec![a.clone(), b.clone()],
+        vec![s23(), s23()],
+    );
+    check(
+        "add broadcast",
+        &|t| ops::add(&t[0], &t[1]),
+        vec![a.clone(), vec![0.3, -0.2]],
+        vec![s23(), s21()],
+    );
+    check(
+        "sub",
+        &|t| ops::sub(&t[0], &t[1]),
+        vec![a.clone(), b.clone()],
+        vec![s23(), s23()],
+    );
+    check(
+        "mul",
+        &|t| ops::mul(&t[0], &t[1]),
+        vec![a.clone(), b.clone()],
+        vec![s23(), s23()],
+    );
+    check(
+        "mul scalar",
+        &|t| ops::mul(1.5, &t[0]),
+        vec![a.clone()],
+        vec![s23()],
+    );
+    check(
+        "elementwise_mul broadcast",
+        &|t| ops::elementwise_mul(&t[0], &t[1]),
+        vec![a.clone(), vec![0.3, -0.2]],
+        vec![s23(), s21()],
+    );
+    check(
+        "div",
+        &|t| ops::div(&t[0], &t[1]),
+        vec![a.clone(), b.clone()],
+        vec![s23(), s23()],
+    );
+    check("neg", &|t| ops::neg(&t[0]), vec![a.clone()], vec![s23()]);
+    check("abs", &|t| ops::abs(&t[0]), vec![a.clone()], vec![s23()]);
+    check("exp", &|t| ops::exp(&t[0]), vec![a.clone()], vec![s23()]);
+    check(
+        "log",
+        &|t| ops::log(&t[0]),
+        vec![positive.clone()],
+        vec![s23()],
+    );
+    check(
+        "sqrt",
+        &|t| ops::sqrt(&t[0]),
+        vec![positive.clone()],
+        vec![s23()],
+    );
+    check("tanh", &|t| ops::tanh(&t[0]), vec![a.clone()], vec![s23()]);
+    check(
+        "sigmoid",
+        &|t| ops::sigmoid(&t[0]),
+        vec![a.clone()],
+        vec![s23()],
+    );
+    check("relu", &|t| ops::relu(&t[0]), vec![a.clone()], vec![s23()]);
+    check(
+        "maximum",
+        &|t| ops::maximum(&t[0], &t[1]),
+        vec![a.clone(), b.clone()],
+        vec![s23(), s23()],
+    );
+    check(
+        "minimum",
+        &|t| ops::minimum(&t[0], &t[1]),
+        vec![a.clone(), b.clone()],
+        vec![s23(), s23()],
+    );
+    check(
+        "reduce_sum",
+        &|t| ops::reduce_sum(&t[0]),
+        vec![a.clone()],
+        vec![s23()],
+    );
+    check(
+        "reduce_max",
+        &|t| ops::reduce_max(&t[0]),
+        vec![a.clone()],
+        vec![s23()],
+    );
+    check(
+        "matmul",
+        &|t| ops::matmul(&t[0], &t[1]),
+        vec![a.clone(), b.clone()],
+        vec![s23(), s23()],
+    );
+    check(
+        "matmul of a permuted operand",
+        &|t| ops::matmul(&t[0], &t[1].permute(&[1, 0])?),
+        vec![a.clone(), b.clone()],
+        vec![s23(), Shape::new((3, 2)).unwrap()],
+    );
+    let _ = Layout::scalar();
+}
+
+#[test]
+fn scenario_16_move_backward_returns_to_the_source_class() {
+    use strideweave::carriers::Generic;
+    use strideweave::movement::move_to;
+    let x = leaf(&[1.0, 2.0, 3.0], Shape::new(3).unwrap());
+    let destination = Generic::carrier(&[Value::Float(0.0); 3], DType::FLOAT32, true).unwrap();
+    let moved = move_to(&x, &destination).unwrap();
+    assert_eq!(moved.grad_fn().unwrap().name(), "move");
+    let doubled = ops::mul(&moved, 2.0).unwrap();
+    let ones = Tensor::compact(
+        Generic::carrier(&[Value::Float(1.0); 3], DType::FLOAT32, true).unwrap(),
+        Shape::new(3).unwrap(),
+    )
+    .unwrap();
+    doubled.backward(Some(&ones), true).unwrap();
+    let g = x.grad().unwrap();
+    assert_eq!(floats(&g), [2.0, 2.0, 2.0]);
+    assert_eq!(
+        g.carrier().class(),
+        x.carrier().class(),
+        "the gradient returns to CPU"
+    );
+
+    // A stride-0 cotangent for the moved tensor is refused before any gradient changes.
+    let broadcast_cot = Tensor::new(
+        Generic::carrier(&[Value::Float(1.0)], DType::FLOAT32, true).unwrap(),
+        0,
+        "3:0".parse().unwrap(),
+    )
+    .unwrap();
+    let error = strideweave::autograd::grad(
+        std::slice::from_ref(&moved),
+        std::slice::from_ref(&x),
+        &[Some(broadcast_cot)],
+        true,
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert_eq!(floats(&x.grad().unwrap()), [2.0, 2.0, 2.0]);
+}
+
+#[test]
+fn views_pass_gradients_through_storage_slots() {
+    let x = leaf(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], Shape::new((2, 3)).unwrap());
+    let column = x
+        .slice(&[
+            strideweave::SliceKey::all(),
+            strideweave::SliceKey::Index(1),
+        ])
+        .unwrap();
+    let transposed = x.permute(&[1, 0]).unwrap();
+    let y = ops::add(
+        &ops::reduce_sum(&transposed).unwrap(),
+        &ops::mul(
+            column
+                .unsqueeze(0)
+                .unwrap()
+                .squeeze(0)
+                .unwrap()
+                .reshape(&Shape::new(2).unwrap())
+                .unwrap()
+                .slice(&[strideweave::SliceKey::Index(0)])
+                .unwrap()
+                .unsqueeze(0)
+                .unwrap()
+                .broadcast_to(&Shape::new(3).unwrap())
+                .unwrap(),
+            10.0,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    y.backward(Some(&ones_like(&y)), false).unwrap();
+    // reduce_sum over the transposed mode 1 gives every element 1; the column element (0,1)
+    // is read three times (broadcast) with weight 10.
+    assert_eq!(floats(&x.grad().unwrap()), [1.0, 1.0, 31.0, 1.0, 1.0, 1.0]);
+}
