@@ -16,7 +16,9 @@ fn tensor(values: &[f32], shape: Shape) -> Tensor {
 }
 
 fn values(n: usize, seed: u32) -> Vec<f32> {
-    (0..n).map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0).collect()
+    (0..n)
+        .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0)
+        .collect()
 }
 
 struct Model {
@@ -32,9 +34,18 @@ impl Model {
         Model {
             x: tensor(&values(N * D, 1), Shape::new((N, D)).expect("shape")),
             y: tensor(&values(N, 2), Shape::new((N, 1)).expect("shape")),
-            w1: tensor(&values(H * D, 3).iter().map(|v| v * 0.05).collect::<Vec<_>>(), Shape::new((H, D)).expect("shape")),
+            w1: tensor(
+                &values(H * D, 3)
+                    .iter()
+                    .map(|v| v * 0.05)
+                    .collect::<Vec<_>>(),
+                Shape::new((H, D)).expect("shape"),
+            ),
             b1: tensor(&vec![0.0; H], Shape::new((1, H)).expect("shape")),
-            w2: tensor(&values(H, 4).iter().map(|v| v * 0.05).collect::<Vec<_>>(), Shape::new((1, H)).expect("shape")),
+            w2: tensor(
+                &values(H, 4).iter().map(|v| v * 0.05).collect::<Vec<_>>(),
+                Shape::new((1, H)).expect("shape"),
+            ),
         }
     }
 
@@ -50,7 +61,9 @@ impl Model {
         loss.backward(None, false)?;
         let _off = no_grad();
         let update = |p: &Tensor| -> Result<Tensor> {
-            let g = p.grad().ok_or_else(|| strideweave::Error::Runtime("no gradient".into()))?;
+            let g = p
+                .grad()
+                .ok_or_else(|| strideweave::Error::Runtime("no gradient".into()))?;
             ops::sub(p, &ops::mul(&g, 1e-3)?)
         };
         Ok([update(&self.w1)?, update(&self.b1)?, update(&self.w2)?])
@@ -83,8 +96,12 @@ fn training_step(c: &mut Criterion) {
     let model = Model::new();
     let mut group = c.benchmark_group("mlp_training_step_256");
     group.sample_size(20);
-    group.bench_function("direct_operations", |b| b.iter(|| model.direct_step().expect("step")));
-    group.bench_function("autograd", |b| b.iter(|| model.autograd_step().expect("step")));
+    group.bench_function("direct_operations", |b| {
+        b.iter(|| model.direct_step().expect("step"))
+    });
+    group.bench_function("autograd", |b| {
+        b.iter(|| model.autograd_step().expect("step"))
+    });
     group.finish();
 }
 

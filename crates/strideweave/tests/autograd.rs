@@ -470,3 +470,149 @@ fn views_pass_gradients_through_storage_slots() {
     // is read three times (broadcast) with weight 10.
     assert_eq!(floats(&x.grad().unwrap()), [1.0, 1.0, 31.0, 1.0, 1.0, 1.0]);
 }
+
+mod common;
+
+/// Marks the Flaky class that executes the custom operation of these tests.
+struct CustomCarrier;
+
+#[test]
+fn a_custom_operation_differentiates_through_its_declared_vjp() {
+    use strideweave::carrier::{register_operation_capabilities, CarrierClass};
+    use strideweave::operation::{
+        define_operation, Arithmetic, BoundOperationCall, OperandKind, OperandPlan, OperandSpec,
+        OperationCapability, OperationPlan, OperationSchema, ResolvedInvocation, ResultSpec, Vjp,
+    };
+    type Carrier = common::Flaky<CustomCarrier>;
+    let plan = || {
+        OperationPlan::new(
+            "custom.triple",
+            [OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32).unwrap()],
+            Arithmetic::Binary32,
+            None,
+            None,
+            DType::FLOAT32,
+        )
+        .unwrap()
+    };
+    let resolve = move |call: &BoundOperationCall| -> Result<ResolvedInvocation> {
+        let x = call.tensor(0)?;
+        let result = ResultSpec::canonical(DType::FLOAT32, x.shape().clone());
+        ResolvedInvocation::new(call.clone(), plan(), [result], [0], None)
+    };
+    let schema = OperationSchema::new(
+        [OperandSpec::new("x", OperandKind::Tensor, true).unwrap()],
+        [],
+    )
+    .unwrap();
+    let vjp = Vjp::rule(|context, cotangents| {
+        assert_eq!(context.saved_operands().len(), 1);
+        // d(3x)/dx = 3: the operation itself scales the cotangent, on the carrier it runs on.
+        let g = cotangents[0].as_ref().expect("a cotangent");
+        Ok(vec![Some(
+            strideweave::operation::call("custom.triple", [g.into()], &[])?.remove(0),
+        )])
+    });
+    let triple = define_operation("custom.triple", schema, resolve, None, vjp).unwrap();
+    register_operation_capabilities(
+        CarrierClass::of::<Carrier>(),
+        [OperationCapability::from_plan(plan())],
+    )
+    .unwrap();
+
+    let x = Tensor::compact(Carrier::carrier(&[1.0, -2.0], true), Shape::new(2).unwrap()).unwrap();
+    x.set_requires_grad(true).unwrap();
+    let y = triple.call(vec![x.clone().into()], &[]).unwrap().remove(0);
+    assert_eq!(floats(&y), [3.0, -6.0]);
+    assert_eq!(y.grad_fn().unwrap().name(), "custom.triple");
+    let ones =
+        Tensor::compact(Carrier::carrier(&[1.0, 1.0], true), Shape::new(2).unwrap()).unwrap();
+    y.backward(Some(&ones), false).unwrap();
+    assert_eq!(floats(&x.grad().unwrap()), [3.0, 3.0]);
+}
+
+mod random_strides {
+    use proptest::prelude::*;
+    use strideweave::autograd::{grad, no_grad};
+    use strideweave::carriers::Cpu;
+    use strideweave::{ops, Layout, Result, Shape, Stride, Tensor};
+
+    /// A leaf over a permuted, gapped placement of `extents` at `offset`.
+    fn placed(values: &[f32], extents: &[usize], order: &[usize], offset: usize) -> Tensor {
+        let mut strides = vec![0; extents.len()];
+        let mut running = 1;
+        for &k in order {
+            strides[k] = running;
+            running *= extents[k] + 1;
+        }
+        let layout = Layout::new(
+            Shape::flat(extents).unwrap(),
+            Stride::flat(&strides).unwrap(),
+        )
+        .unwrap();
+        let mut slots = vec![0.0f32; offset + layout.cosize()];
+        for (i, v) in values.iter().enumerate().take(layout.size()) {
+            slots[offset + layout.index_of(i).unwrap()] = *v;
+        }
+        let t = Tensor::new(Cpu::from_f32(&slots, true).unwrap(), offset, layout).unwrap();
+        t.set_requires_grad(true).unwrap();
+        t
+    }
+
+    fn value_of(f: &dyn Fn(&Tensor) -> Result<Tensor>, x: &Tensor, weights: &[f64]) -> f64 {
+        let _off = no_grad();
+        let out = f(x).unwrap();
+        out.to_values()
+            .unwrap()
+            .iter()
+            .zip(weights)
+            .map(|(v, w)| v.as_f64().unwrap() * w)
+            .sum()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        #[test]
+        fn finite_differences_agree_on_permuted_gapped_operands(
+            extents in (1usize..4, 1usize..4),
+            swap in any::<bool>(),
+            offset in 0usize..3,
+            seed in prop::collection::vec(-2.0f32..2.0, 9),
+            op in 0usize..6,
+        ) {
+            let dims = [extents.0, extents.1];
+            let order = if swap { [1, 0] } else { [0, 1] };
+            let x = placed(&seed, &dims, &order, offset);
+            let f: Box<dyn Fn(&Tensor) -> Result<Tensor>> = match op {
+                0 => Box::new(|t| ops::tanh(t)),
+                1 => Box::new(|t| ops::elementwise_mul(t, t)),
+                2 => Box::new(|t| ops::reduce_sum(t)),
+                3 => Box::new(|t| ops::matmul(t, t)),
+                4 => Box::new(|t| ops::add(t, &t.slice(&[strideweave::SliceKey::all(), strideweave::SliceKey::stepped(0, 1, 1)])?.broadcast_to(t.shape())?)),
+                _ => Box::new(|t| ops::sigmoid(&t.permute(&[1, 0])?)),
+            };
+            let out = f(&x).unwrap();
+            let weights: Vec<f64> = (0..out.size()).map(|i| 0.5 + (i % 4) as f64 * 0.25).collect();
+            let cot_values: Vec<f32> = weights.iter().map(|w| *w as f32).collect();
+            let cot = Tensor::new(
+                Cpu::from_f32(&cot_values, true).unwrap(),
+                0,
+                Layout::column_major(out.shape().clone()),
+            ).unwrap();
+            prop_assume!(out.layout() == cot.layout());
+            let analytic = grad(std::slice::from_ref(&out), std::slice::from_ref(&x), &[Some(cot)], false).unwrap();
+            let analytic: Vec<f64> = analytic[0].as_ref().unwrap().to_values().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            let eps = 1e-2f32;
+            for i in 0..x.size() {
+                let bump = |delta: f32| {
+                    let mut values: Vec<f32> = x.to_values().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+                    values[i] += delta;
+                    placed(&values, &dims, &order, offset)
+                };
+                let numeric = (value_of(&*f, &bump(eps), &weights) - value_of(&*f, &bump(-eps), &weights)) / (2.0 * f64::from(eps));
+                prop_assert!((analytic[i] - numeric).abs() <= 3e-2 * (1.0 + numeric.abs()), "op {} element {}: analytic {}, numeric {}", op, i, analytic[i], numeric);
+            }
+        }
+    }
+}

@@ -9,10 +9,9 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 
 use crate::autograd::grad_mode::no_grad;
-use crate::autograd::materialize::materialize;
+use crate::autograd::materialize::{add_gradients, materialize};
 use crate::autograd::node::Node;
 use crate::error::{Error, Result};
-use crate::ops;
 use crate::tensor::Tensor;
 
 /// The identity of a tensor object.
@@ -31,7 +30,7 @@ impl Sums {
     fn add(&mut self, target: &Tensor, grad: Tensor) -> Result<()> {
         let k = key(target);
         match self.entries.get_mut(&k) {
-            Some((_, sum)) => *sum = ops::add(sum, &grad)?,
+            Some((_, sum)) => *sum = add_gradients(sum, &grad)?,
             None => {
                 self.entries.insert(k, (target.clone(), grad));
                 self.order.push(k);
@@ -181,7 +180,7 @@ pub(crate) fn run(
             {
                 let fresh = materialize(&target, &grad)?;
                 let total = match target.grad() {
-                    Some(existing) => materialize(&target, &ops::add(&existing, &fresh)?)?,
+                    Some(existing) => materialize(&target, &add_gradients(&existing, &fresh)?)?,
                     None => fresh,
                 };
                 updates.push((target, total));
@@ -229,7 +228,7 @@ fn route(
             }
             let slot = (node.id(), output);
             let summed = match pending.remove(&slot) {
-                Some(sum) => ops::add(&sum, &grad)?,
+                Some(sum) => add_gradients(&sum, &grad)?,
                 None => grad,
             };
             pending.insert(slot, summed);

@@ -4,7 +4,7 @@
 use strideweave_layout::Layout;
 
 use crate::dtype::Value;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::ops;
 use crate::tensor::Tensor;
 
@@ -24,8 +24,12 @@ pub(crate) fn materialize(target: &Tensor, grad: &Tensor) -> Result<Tensor> {
     let same_class = grad.carrier().class() == target.carrier().class();
     if layout.is_injective() {
         if *layout == canonical && same_class {
-            // A multiplication by one is an exact copy into fresh canonical storage.
-            return ops::mul(grad, 1.0);
+            // A multiplication by one is an exact copy into fresh canonical storage, on any
+            // class that executes it.
+            match ops::mul(grad, 1.0) {
+                Err(e) if e.kind() == ErrorKind::NotImplemented => {}
+                copied => return copied,
+            }
         }
         return rebuild(
             target,
@@ -62,4 +66,22 @@ fn rebuild(target: &Tensor, layout: Layout, values: Vec<(usize, Value)>) -> Resu
         .carrier()
         .new_like(&slots, true, Some(target.dtype()))?;
     Tensor::new(carrier, 0, layout)
+}
+
+/// `a + b` for two gradients of one shape: the `add` operation where the class executes it,
+/// otherwise value by value into fresh canonical storage of `a`'s class.
+pub(crate) fn add_gradients(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    match ops::add(a, b) {
+        Err(e) if e.kind() == ErrorKind::NotImplemented => {
+            let sums: Vec<Value> = a
+                .to_values()?
+                .iter()
+                .zip(b.to_values()?)
+                .map(|(x, y)| Value::Float(x.as_f64().unwrap_or(0.0) + y.as_f64().unwrap_or(0.0)))
+                .collect();
+            let carrier = a.carrier().new_like(&sums, true, Some(a.dtype()))?;
+            Tensor::compact(carrier, a.shape().clone())
+        }
+        summed => summed,
+    }
 }

@@ -136,8 +136,24 @@ impl<M: 'static> DefinitionFreeCarrier for Flaky<M> {
                 Ok(vec![Tensor::new(carrier, 0, layout)?])
             })
         };
+        let triple = || {
+            Operation::new(move |invocation: &ResolvedInvocation| {
+                let input = invocation.call().tensor(0)?;
+                let values = input
+                    .to_values()?
+                    .into_iter()
+                    .map(|v| Value::Float(3.0 * v.as_f64().unwrap_or(0.0)))
+                    .collect::<Vec<_>>();
+                let spec = &invocation.results()[0];
+                let carrier = input
+                    .carrier()
+                    .new_like(&values, true, Some(spec.dtype()))?;
+                Ok(vec![Tensor::new(carrier, 0, spec.layout().clone())?])
+            })
+        };
         match name {
             "neg" => Ok(negate()),
+            "custom.triple" => Ok(triple()),
             "cached" => Ok(self.cached.get_or_init(negate).clone()),
             _ => Err(Error::NotImplemented(format!(
                 "Flaky dispatches no '{name}'"
