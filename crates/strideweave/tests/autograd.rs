@@ -559,6 +559,9 @@ mod random_strides {
         t
     }
 
+    /// A unary function of a tensor under test.
+    type Function = Box<dyn Fn(&Tensor) -> Result<Tensor>>;
+
     fn value_of(f: &dyn Fn(&Tensor) -> Result<Tensor>, x: &Tensor, weights: &[f64]) -> f64 {
         let _off = no_grad();
         let out = f(x).unwrap();
@@ -584,10 +587,10 @@ mod random_strides {
             let dims = [extents.0, extents.1];
             let order = if swap { [1, 0] } else { [0, 1] };
             let x = placed(&seed, &dims, &order, offset);
-            let f: Box<dyn Fn(&Tensor) -> Result<Tensor>> = match op {
-                0 => Box::new(|t| ops::tanh(t)),
+            let f: Function = match op {
+                0 => Box::new(ops::tanh),
                 1 => Box::new(|t| ops::elementwise_mul(t, t)),
-                2 => Box::new(|t| ops::reduce_sum(t)),
+                2 => Box::new(ops::reduce_sum),
                 3 => Box::new(|t| ops::matmul(t, t)),
                 4 => Box::new(|t| ops::add(t, &t.slice(&[strideweave::SliceKey::all(), strideweave::SliceKey::stepped(0, 1, 1)])?.broadcast_to(t.shape())?)),
                 _ => Box::new(|t| ops::sigmoid(&t.permute(&[1, 0])?)),
