@@ -15,6 +15,7 @@
 //! abs` compute exactly in i64 and report the first result outside the Int32 range as an
 //! Overflow error naming the operation and the operands.
 
+use crate::kernels::extrema::{maximum_f32, minimum_f32};
 use strideweave_layout::Layout;
 
 use super::parallel::{join, midpoint, threaded};
@@ -174,36 +175,6 @@ fn relu_f32(a: f32) -> f32 {
         a
     } else {
         0.0
-    }
-}
-
-/// The larger of two binary32 values: the first NaN operand when either is NaN, and +0.0
-/// over −0.0 (IEEE 754-2019 `maximum`, as the Generic reference).
-#[inline(always)]
-pub(super) fn maximum_f32(a: f32, b: f32) -> f32 {
-    if a.is_nan() {
-        a
-    } else if b.is_nan() || b > a {
-        b
-    } else if a > b || !a.is_sign_negative() {
-        a
-    } else {
-        b
-    }
-}
-
-/// The smaller of two binary32 values: the first NaN operand when either is NaN, and −0.0
-/// under +0.0 (IEEE 754-2019 `minimum`).
-#[inline(always)]
-fn minimum_f32(a: f32, b: f32) -> f32 {
-    if a.is_nan() {
-        a
-    } else if b.is_nan() || b < a {
-        b
-    } else if a < b || a.is_sign_negative() {
-        a
-    } else {
-        b
     }
 }
 
@@ -771,21 +742,6 @@ fn apply_loop<T: Copy, O: Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn extrema_propagate_nan_and_order_signed_zeros() {
-        assert!(maximum_f32(f32::NAN, 1.0).is_nan());
-        assert!(maximum_f32(1.0, f32::NAN).is_nan());
-        assert!(minimum_f32(f32::NAN, 1.0).is_nan());
-        assert!(minimum_f32(1.0, f32::NAN).is_nan());
-        assert_eq!(maximum_f32(2.0, -3.0), 2.0);
-        assert_eq!(minimum_f32(2.0, -3.0), -3.0);
-        assert!(maximum_f32(-0.0, 0.0).is_sign_positive());
-        assert!(maximum_f32(0.0, -0.0).is_sign_positive());
-        assert!(minimum_f32(-0.0, 0.0).is_sign_negative());
-        assert!(minimum_f32(0.0, -0.0).is_sign_negative());
-        assert_eq!(maximum_f32(-1.0, -1.0), -1.0);
-    }
 
     #[test]
     fn relu_keeps_nan_and_zeroes_negative_zero() {

@@ -18,13 +18,13 @@
 
 use std::fmt::Display;
 
-use super::elementwise::maximum_f32;
 use super::parallel::{join, midpoint, threaded};
 use super::slots::{with_slots, Compute, Stored};
 use super::strided::{fits, walk_of, Walk};
 use super::{fresh_result, overflow, result_spec};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::kernels::extrema::maximum_f32;
 use crate::operation::{Accumulation, Operand, ResolvedInvocation};
 use crate::tensor::Tensor;
 

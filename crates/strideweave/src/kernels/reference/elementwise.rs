@@ -5,6 +5,7 @@
 //! operand is read at result ordinal `i` through its layout broadcast to that shape (extent-1
 //! leaves widened with stride 0), and a weak scalar is converted once.
 
+use crate::kernels::extrema::{maximum_f32, minimum_f32};
 use strideweave_layout::Layout;
 
 use super::{buffer, compute_matches, overflow, unsupported, Context, Element, Reader};
@@ -205,57 +206,4 @@ fn binary_op(
         _ => return Err(unsupported(name, &[a, b], invocation)),
     };
     Ok(result)
-}
-
-/// The larger of two binary32 values: NaN when either is NaN (the first NaN operand), and
-/// +0.0 over −0.0 (IEEE 754-2019 `maximum`).
-pub(super) fn maximum_f32(a: f32, b: f32) -> f32 {
-    if a.is_nan() {
-        a
-    } else if b.is_nan() || b > a {
-        b
-    } else if a > b {
-        a
-    } else if a.is_sign_negative() {
-        // Equal: only ±0.0 can differ, and +0.0 is the larger.
-        b
-    } else {
-        a
-    }
-}
-
-/// The smaller of two binary32 values: NaN when either is NaN (the first NaN operand), and
-/// −0.0 under +0.0 (IEEE 754-2019 `minimum`).
-pub(super) fn minimum_f32(a: f32, b: f32) -> f32 {
-    if a.is_nan() {
-        a
-    } else if b.is_nan() || b < a {
-        b
-    } else if a < b {
-        a
-    } else if a.is_sign_negative() {
-        // Equal: only ±0.0 can differ, and −0.0 is the smaller.
-        a
-    } else {
-        b
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn extrema_propagate_nan_and_order_signed_zeros() {
-        assert!(maximum_f32(f32::NAN, 1.0).is_nan());
-        assert!(maximum_f32(1.0, f32::NAN).is_nan());
-        assert!(minimum_f32(f32::NAN, 1.0).is_nan());
-        assert!(minimum_f32(1.0, f32::NAN).is_nan());
-        assert_eq!(maximum_f32(2.0, -3.0), 2.0);
-        assert_eq!(minimum_f32(2.0, -3.0), -3.0);
-        assert!(maximum_f32(-0.0, 0.0).is_sign_positive());
-        assert!(maximum_f32(0.0, -0.0).is_sign_positive());
-        assert!(minimum_f32(-0.0, 0.0).is_sign_negative());
-        assert!(minimum_f32(0.0, -0.0).is_sign_negative());
-    }
 }

@@ -5,9 +5,9 @@
 //! ordinals `j` of mode 1, visited in ascending order. Because a layout's index is the sum
 //! of its modes' indices, `x(i, j)` lives at `offset + mode0.index_of(i) + mode1.index_of(j)`.
 
-use super::elementwise::maximum_f32;
 use super::{add_index, buffer, compute_matches, unsupported, Context, Element, Sum};
 use crate::error::{Error, Result};
+use crate::kernels::extrema::maximum_f32;
 use crate::operation::{Accumulation, ResolvedInvocation};
 use crate::tensor::Tensor;
 
