@@ -25,7 +25,7 @@ pub(crate) fn record(invocation: &ResolvedInvocation, outputs: &[Tensor]) -> Res
     if !would_record(invocation) {
         return Ok(());
     }
-    let Some(rule) = rule_for(invocation)? else {
+    let Some(rule) = rule_for(invocation, outputs)? else {
         return Ok(());
     };
     let inputs: Vec<Tensor> = invocation

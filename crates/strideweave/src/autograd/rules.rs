@@ -12,12 +12,17 @@ use crate::tensor::Tensor;
 
 /// The rule of the operation `invocation` ran; `None` for an operation without gradients
 /// (comparisons, or a custom operation declared non-differentiable).
-pub(crate) fn rule_for(invocation: &ResolvedInvocation) -> Result<Option<Box<dyn BackwardRule>>> {
+pub(crate) fn rule_for(
+    invocation: &ResolvedInvocation,
+    outputs: &[Tensor],
+) -> Result<Option<Box<dyn BackwardRule>>> {
     let definition = invocation.call().definition();
     if !definition.is_builtin() {
         return Ok(match definition.vjp() {
             Some(Vjp::Rule(_)) => Some(Box::new(CustomRule {
                 invocation: invocation.clone(),
+                // Detached, so the node does not own its outputs (no reference cycle).
+                outputs: outputs.iter().map(Tensor::detach).collect(),
             })),
             _ => None,
         });
@@ -213,6 +218,7 @@ impl BackwardRule for BuiltinRule {
 /// A custom operation's declared rule, given its context.
 struct CustomRule {
     invocation: ResolvedInvocation,
+    outputs: Vec<Tensor>,
 }
 
 impl BackwardRule for CustomRule {
@@ -238,7 +244,7 @@ impl BackwardRule for CustomRule {
                     .cloned()
             })
             .collect();
-        let context = VjpContext::new(self.invocation.clone(), Vec::new(), saved);
+        let context = VjpContext::new(self.invocation.clone(), self.outputs.clone(), saved);
         let per_operand = rule(&context, grad_outputs)?;
         // The rule answers per differentiable operand; the node has one entry per tensor.
         let specs = definition.schema().operands();
