@@ -285,6 +285,9 @@ fn float32(
                 if out.len() != n * m {
                     return Err(Error::Value(format!("'{name}': the result is not {n}×{m}")));
                 }
+                // Touch the fresh (lazily mapped) result pages here, on one thread, rather
+                // than inside the parallel product where both threads would fault them in.
+                out.fill(0.0);
                 let dst = MatMut::from_column_major_slice_mut(out, n, m);
                 matmul(dst, Accum::Replace, a, b.transpose(), 1.0f32, shape.par());
                 Ok(())
