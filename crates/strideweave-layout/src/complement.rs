@@ -46,7 +46,7 @@ impl Layout {
         let mut out = Vec::new();
         let mut covered = 1usize;
         for (e, s) in leaves {
-            if s % covered != 0 {
+            if !s.is_multiple_of(covered) {
                 fail!(
                     "complement: stride {s} of Layout {self} is not a multiple of the span {covered} below it"
                 );
@@ -66,7 +66,7 @@ impl Layout {
                         "complement: Layout {self} spans {covered}, beyond the cotarget {cotarget}"
                     );
                 }
-                if cotarget % covered != 0 {
+                if !cotarget.is_multiple_of(covered) {
                     fail!(
                         "complement: cotarget {cotarget} is not a multiple of the span {covered} of Layout {self}"
                     );

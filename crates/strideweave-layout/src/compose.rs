@@ -150,7 +150,7 @@ fn compose_leaf(outer: &[Leaf], (s, d): Leaf) -> Option<Node<Leaf>> {
     let mut rest_stride = d;
     for &(e, stride) in init {
         if rest_stride >= e {
-            if rest_stride % e != 0 {
+            if !rest_stride.is_multiple_of(e) {
                 return None;
             }
             rest_stride /= e;
@@ -162,11 +162,11 @@ fn compose_leaf(outer: &[Leaf], (s, d): Leaf) -> Option<Node<Leaf>> {
             rest_shape = 1;
             break;
         }
-        if e % rest_stride != 0 {
+        if !e.is_multiple_of(rest_stride) {
             return None;
         }
         let available = e / rest_stride;
-        if rest_shape % available != 0 {
+        if !rest_shape.is_multiple_of(available) {
             return None;
         }
         out.push((available, step));

@@ -179,7 +179,7 @@ pub fn supports_operation_plan(class: CarrierClass, plan: &OperationPlan) -> boo
 ///
 /// Two forms (semantics-carriers.md §5): "C declares no operation-plan capability for 'op'"
 /// when the class declares nothing for the operation, and "C declares no operation-plan
-/// capability for this 'op' plan: <plan>" when it declares other plans of it.
+/// capability for this 'op' plan: `<plan>`" when it declares other plans of it.
 pub fn unsupported_plan_reason(class: CarrierClass, plan: &OperationPlan) -> Option<String> {
     let declaration = declaration(class);
     if declaration.matching(plan).is_some() {

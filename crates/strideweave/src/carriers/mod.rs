@@ -4,6 +4,7 @@
 
 mod block_device;
 mod cpu;
+pub mod extension;
 mod file_backed;
 mod generic;
 

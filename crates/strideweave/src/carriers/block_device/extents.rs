@@ -72,7 +72,7 @@ impl Extents {
     /// free address that has room, and returns that address; `None` when no free range is
     /// long enough (or `bytes` is not a positive multiple of the alignment).
     pub(super) fn allocate(&mut self, bytes: u64) -> Option<u64> {
-        if bytes == 0 || bytes % self.alignment != 0 {
+        if bytes == 0 || !bytes.is_multiple_of(self.alignment) {
             return None;
         }
         let (&start, &end) = self
@@ -94,7 +94,7 @@ impl Extents {
     /// [`RetireError::AlreadyFree`] when any of it is already free; nothing changes then.
     pub(super) fn retire(&mut self, offset: u64, bytes: u64) -> Result<(), RetireError> {
         let end = offset.checked_add(bytes).ok_or(RetireError::Misplaced)?;
-        let aligned = offset % self.alignment == 0 && bytes % self.alignment == 0;
+        let aligned = offset.is_multiple_of(self.alignment) && bytes.is_multiple_of(self.alignment);
         if bytes == 0 || !aligned || end > self.usable {
             return Err(RetireError::Misplaced);
         }

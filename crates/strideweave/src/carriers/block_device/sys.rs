@@ -32,7 +32,9 @@ impl Geometry {
     pub(super) fn validate(self, path: &Path) -> Result<Geometry> {
         let sane = self.logical.is_power_of_two()
             && self.physical.is_power_of_two()
-            && self.physical % self.logical.min(self.physical) == 0;
+            && self
+                .physical
+                .is_multiple_of(self.logical.min(self.physical));
         if !sane {
             return Err(Error::Value(format!(
                 "block device {} reports an unusable geometry: logical block {} bytes, \
