@@ -185,13 +185,22 @@ pub fn unsupported_plan_reason(class: CarrierClass, plan: &OperationPlan) -> Opt
     if declaration.matching(plan).is_some() {
         return None;
     }
-    let declared = &declaration.sorted;
+    Some(missing_plan_reason(class, &declaration.sorted, plan))
+}
+
+/// The reason `plan` is missing from `declared` (the capabilities of `class`, or of an
+/// instance snapshot of it), in the two forms of [`unsupported_plan_reason`].
+pub(crate) fn missing_plan_reason(
+    class: CarrierClass,
+    declared: &[OperationCapability],
+    plan: &OperationPlan,
+) -> String {
     let operation = plan.operation();
-    Some(if declared.iter().any(|c| c.operation() == operation) {
+    if declared.iter().any(|c| c.operation() == operation) {
         format!("{class} declares no operation-plan capability for this '{operation}' plan: {plan}")
     } else {
         format!("{class} declares no operation-plan capability for '{operation}'")
-    })
+    }
 }
 
 /// The capability authorizing `plan`, or `UnsupportedOperationPlan` with the reason.

@@ -3,12 +3,13 @@
 //! retain the existing extension path").
 
 use std::any::Any;
+use std::sync::Arc;
 
 use crate::carrier::class::{CarrierClass, ClassKind};
 use crate::carrier::Carrier;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
-use crate::operation::Operation;
+use crate::operation::{Operation, OperationCapability};
 
 /// The storage hooks of a definition-free carrier class.
 ///
@@ -85,6 +86,13 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
         )))
     }
 
+    /// The capabilities of this instance, when they are an instance snapshot rather than
+    /// the class declaration (dependent carriers such as Evictable). `None` (the default)
+    /// means the class declaration answers every capability query and gates dispatch.
+    fn instance_capabilities(&self) -> Option<Arc<[OperationCapability]>> {
+        None
+    }
+
     /// Class-specific conditions on a scatter source (for example "the source must be a CPU
     /// tensor"), checked before any write.
     fn check_scatter_source(
@@ -126,6 +134,7 @@ pub(crate) trait ErasedCarrier: Send + Sync {
         dtype: DType,
     ) -> Result<()>;
     fn dispatch_op(&self, name: &str) -> Result<Operation>;
+    fn instance_capabilities(&self) -> Option<Arc<[OperationCapability]>>;
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -181,6 +190,9 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
     }
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
         DefinitionFreeCarrier::dispatch_op(self, name)
+    }
+    fn instance_capabilities(&self) -> Option<Arc<[OperationCapability]>> {
+        DefinitionFreeCarrier::instance_capabilities(self)
     }
     fn as_any(&self) -> &dyn Any {
         self

@@ -8,11 +8,11 @@ use crate::carrier::class::CarrierClass;
 use crate::carrier::definition_free::{DefinitionFreeCarrier, ErasedCarrier};
 use crate::carrier::lifecycle::{Lifecycle, OwnershipToken};
 use crate::carrier::{
-    capabilities_for_carrier_class, matching_capability, supports_operation_plan,
-    unsupported_plan_reason,
+    capabilities_for_carrier_class, check_capability, matching_capability, missing_plan_reason,
+    supports_operation_plan, unsupported_plan_reason,
 };
 use crate::dtype::{DType, Value};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, UnsupportedOperationPlan};
 use crate::operation::{Operation, OperationCapability, OperationPlan};
 
 /// The framework-owned state of a carrier and, last, its body: the implementation behind the
@@ -317,25 +317,55 @@ impl Carrier {
             .mark_dispatched(Arc::clone(name), self.class())
     }
 
-    /// The capabilities this carrier executes: its class's declaration (dependent carriers
-    /// will answer from their instance snapshot). Reports reach, not state.
+    /// The capabilities this carrier executes: its instance snapshot when it has one
+    /// (dependent carriers such as Evictable), otherwise its class's declaration. Reports
+    /// reach, not state.
     pub fn capabilities(&self) -> Arc<[OperationCapability]> {
-        capabilities_for_carrier_class(self.class())
+        self.body()
+            .instance_capabilities()
+            .unwrap_or_else(|| capabilities_for_carrier_class(self.class()))
     }
 
     /// Whether this carrier executes `plan`.
     pub fn supports_operation_plan(&self, plan: &OperationPlan) -> bool {
-        supports_operation_plan(self.class(), plan)
+        match self.body().instance_capabilities() {
+            Some(snapshot) => snapshot.iter().any(|c| c.matches(plan)),
+            None => supports_operation_plan(self.class(), plan),
+        }
     }
 
     /// The capability authorizing `plan` on this carrier, if any.
     pub fn matching_capability(&self, plan: &OperationPlan) -> Option<OperationCapability> {
-        matching_capability(self.class(), plan)
+        match self.body().instance_capabilities() {
+            Some(snapshot) => snapshot.iter().find(|c| c.matches(plan)).cloned(),
+            None => matching_capability(self.class(), plan),
+        }
     }
 
     /// Why this carrier cannot execute `plan`, or `None` when it can.
     pub fn unsupported_plan_reason(&self, plan: &OperationPlan) -> Option<String> {
-        unsupported_plan_reason(self.class(), plan)
+        match self.body().instance_capabilities() {
+            Some(snapshot) => (!snapshot.iter().any(|c| c.matches(plan)))
+                .then(|| missing_plan_reason(self.class(), &snapshot, plan)),
+            None => unsupported_plan_reason(self.class(), plan),
+        }
+    }
+
+    /// The dispatch gate: `UnsupportedOperationPlan` unless this carrier executes `plan`.
+    /// The instance snapshot decides when there is one; otherwise the class-level fast path.
+    pub(crate) fn check_capability(&self, plan: &OperationPlan) -> Result<()> {
+        let Some(snapshot) = self.body().instance_capabilities() else {
+            return check_capability(self.class(), plan);
+        };
+        if snapshot.iter().any(|c| c.matches(plan)) {
+            return Ok(());
+        }
+        Err(Error::UnsupportedOperationPlan(
+            UnsupportedOperationPlan::new(
+                plan.operation(),
+                Some(missing_plan_reason(self.class(), &snapshot, plan)),
+            ),
+        ))
     }
 
     /// Takes ownership of this carrier on behalf of another (Evictable and its kin).

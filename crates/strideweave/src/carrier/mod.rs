@@ -13,11 +13,11 @@ mod handle;
 mod lifecycle;
 mod scatter;
 
-pub(crate) use capability_registry::check_capability;
 pub use capability_registry::{
     capabilities_for_carrier_class, matching_capability, register_operation_capabilities,
     require_capability, supports_operation_plan, unsupported_plan_reason,
 };
+pub(crate) use capability_registry::{check_capability, missing_plan_reason};
 pub use class::{CarrierClass, ClassKind};
 pub use definition_free::DefinitionFreeCarrier;
 pub use handle::Carrier;

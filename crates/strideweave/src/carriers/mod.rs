@@ -4,6 +4,7 @@
 
 mod block_device;
 mod cpu;
+mod evictable;
 pub mod extension;
 mod file_backed;
 mod generic;
@@ -12,6 +13,7 @@ use std::any::TypeId;
 
 pub use block_device::{BlockDevice, BlockDeviceCarrier};
 pub use cpu::Cpu;
+pub use evictable::Evictable;
 pub use file_backed::FileBacked;
 pub use generic::Generic;
 
@@ -22,6 +24,7 @@ pub(crate) fn is_shipped(type_id: TypeId) -> bool {
         TypeId::of::<Cpu>(),
         TypeId::of::<FileBacked>(),
         TypeId::of::<BlockDeviceCarrier>(),
+        TypeId::of::<Evictable>(),
     ]
     .contains(&type_id)
 }

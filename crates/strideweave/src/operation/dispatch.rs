@@ -3,7 +3,7 @@
 //! anything is allocated, run a freshly dispatched operation, and validate its results
 //! before publishing them.
 
-use crate::carrier::{check_capability, CarrierClass};
+use crate::carrier::CarrierClass;
 use crate::error::{Error, Result};
 use crate::operation::definition::{operation_definition, OperationDefinition};
 use crate::operation::invocation::{OperandList, ResolvedInvocation};
@@ -63,7 +63,7 @@ impl OperationDefinition {
             )));
         }
         let invocation = self.resolve(&bound)?;
-        check_capability(class, invocation.plan())?;
+        carrier.check_capability(invocation.plan())?;
         let recording = crate::autograd::would_record(&invocation);
         if recording && invocation.results().iter().any(|r| r.alias_of().is_some()) {
             return Err(Error::Value(format!(
