@@ -566,3 +566,24 @@ fn failed_transfers_fault_the_device_but_allow_release_and_close() -> Result<()>
     );
     Ok(())
 }
+
+#[test]
+fn a_block_device_carrier_cannot_be_an_evictable_tier() -> Result<()> {
+    use strideweave::carriers::{Cpu, Evictable};
+    let loop_device = loop_device!(64 << 10, 512);
+    let device = BlockDevice::open(&loop_device.path)?;
+    let block = device.allocate(4, true, DType::FLOAT32, false)?;
+    let cpu = Cpu::carrier(4, DType::FLOAT32, true, false)?;
+    for (primary, secondary) in [(&cpu, &block), (&block, &cpu)] {
+        let error = Evictable::carrier(primary, secondary).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Type, "{error}");
+        assert!(error.to_string().contains("BlockDeviceCarrier"), "{error}");
+    }
+    assert!(
+        !block.is_owned() && !cpu.is_owned(),
+        "a refused construction owns nothing"
+    );
+    block.release()?;
+    device.close()?;
+    Ok(())
+}
