@@ -26,6 +26,10 @@ pub mod ops;
 pub mod tensor;
 
 pub use carrier::{Carrier, CarrierClass};
+pub use carriers::extension::{
+    register_carrier_definition, CarrierDefinition, CarrierFacet, KernelExecutionInterface,
+    StorageProvider, Unsupported,
+};
 pub use dtype::{DType, Value};
 pub use error::{Error, ErrorKind, Result, UnsupportedOperationPlan};
 pub use strideweave_layout as layout;

@@ -119,6 +119,12 @@ pub fn register_operation_capabilities(
             "{class} is a closed shipped carrier class; implement a sibling carrier to declare capabilities"
         )));
     }
+    if class.is_definition_backed() {
+        return Err(Error::Type(format!(
+            "{class} is a definition-backed carrier class: its capabilities derive from its \
+             CarrierDefinition and cannot be declared manually"
+        )));
+    }
     let mut sorted: Vec<OperationCapability> = capabilities.into_iter().collect();
     sorted.sort_by(OperationCapability::cmp_order);
     if let Some(pair) = sorted.windows(2).find(|w| w[0] == w[1]) {
@@ -133,8 +139,20 @@ pub fn register_operation_capabilities(
             "{class} has already declared (or been queried for) its capabilities"
         )));
     }
+    class.observe_definition_free("declare operation capabilities")?;
     declared.insert(class, Declaration::new(sorted.into()));
     Ok(())
+}
+
+/// Seals the definition-backed `class` with the capabilities of its definition: none for a
+/// storage-only definition (the only kind so far). Called by definition registration after it
+/// won the class.
+pub(crate) fn seal_definition_capabilities(class: CarrierClass) {
+    DECLARED
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(class)
+        .or_insert_with(|| Declaration::new(Arc::from([])));
 }
 
 /// The sealed declaration of `class`; an undeclared class is sealed as declaring nothing.
@@ -151,7 +169,12 @@ fn declaration(class: CarrierClass) -> Arc<Declaration> {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .entry(class)
-            .or_insert_with(|| Declaration::new(Arc::from([]))),
+            .or_insert_with(|| {
+                // The query observes the class; a definition-backed class is already sealed
+                // (its declaration is its definition's, empty for a storage-only one).
+                let _ = class.observe_definition_free("query capabilities");
+                Declaration::new(Arc::from([]))
+            }),
     )
 }
 

@@ -3,9 +3,12 @@
 use std::any::TypeId;
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{LazyLock, PoisonError, RwLock};
 
 use rustc_hash::FxHashMap;
+
+use crate::error::{Error, Result};
 
 /// Whether a carrier class stores its own slots or composes other carriers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -21,6 +24,26 @@ struct ClassInfo {
     name: &'static str,
     kind: ClassKind,
     shipped: bool,
+    /// [`OPEN`], [`OBSERVED`] or [`DEFINED`]: the one atomic arbiter between the
+    /// definition-free path (construction, capability declaration or query, move
+    /// registration) and a carrier definition.
+    authority: AtomicU8,
+}
+
+/// Neither observed nor defined: a definition may still be registered.
+const OPEN: u8 = 0;
+/// Observed on the definition-free path: sealed against a definition.
+const OBSERVED: u8 = 1;
+/// Bound to a carrier definition: closed to the definition-free path.
+const DEFINED: u8 = 2;
+
+/// A Rust type naming a carrier class that is not a definition-free carrier type, typically
+/// one whose storage a `CarrierDefinition` provides. Its class is [`CarrierClass::of_type`].
+pub trait CarrierType: 'static {
+    /// The class name used in messages.
+    const NAME: &'static str;
+    /// Independent (owns storage) or dependent (composes other carriers).
+    const KIND: ClassKind = ClassKind::Independent;
 }
 
 /// The identity of one exact carrier class (architecture.md §3, "exact class").
@@ -41,6 +64,13 @@ impl CarrierClass {
         CarrierClass::interned(TypeId::of::<T>(), T::NAME, T::KIND)
     }
 
+    /// The class of the Rust type `T` that names a (typically definition-backed) carrier
+    /// class, interned on first use. Distinct Rust types are distinct classes: nothing is
+    /// inherited from another type's definition.
+    pub fn of_type<T: CarrierType>() -> CarrierClass {
+        CarrierClass::interned(TypeId::of::<T>(), T::NAME, T::KIND)
+    }
+
     pub(crate) fn interned(type_id: TypeId, name: &'static str, kind: ClassKind) -> CarrierClass {
         if let Some(class) = BY_TYPE
             .read()
@@ -56,6 +86,7 @@ impl CarrierClass {
                 name,
                 kind,
                 shipped,
+                authority: AtomicU8::new(OPEN),
             })))
         })
     }
@@ -68,6 +99,7 @@ impl CarrierClass {
             name,
             kind,
             shipped: false,
+            authority: AtomicU8::new(OPEN),
         })))
     }
 
@@ -85,6 +117,51 @@ impl CarrierClass {
     /// classes are closed to manual capability declaration and kernel packs.
     pub fn is_shipped(self) -> bool {
         self.0.shipped
+    }
+
+    /// Whether a `CarrierDefinition` is registered for exactly this class.
+    pub fn is_definition_backed(self) -> bool {
+        self.0.authority.load(Ordering::Acquire) == DEFINED
+    }
+
+    /// Records an observation on the definition-free path (construction, capability
+    /// declaration or query, move registration), sealing the class against a definition.
+    /// A Type error when the class is definition-backed.
+    pub(crate) fn observe_definition_free(self, action: &str) -> Result<()> {
+        let state = self.0.authority.load(Ordering::Acquire);
+        if state == OBSERVED {
+            return Ok(());
+        }
+        match self
+            .0
+            .authority
+            .compare_exchange(OPEN, OBSERVED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) | Err(OBSERVED) => Ok(()),
+            Err(_) => Err(Error::Type(format!(
+                "cannot {action}: {self} is a definition-backed carrier class and uses only its \
+                 CarrierDefinition"
+            ))),
+        }
+    }
+
+    /// Binds the class to a definition: the single winner of the arbiter. A Type error when
+    /// it is already defined or already observed on the definition-free path.
+    pub(crate) fn mark_defined(self) -> Result<()> {
+        match self
+            .0
+            .authority
+            .compare_exchange(OPEN, DEFINED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Ok(()),
+            Err(DEFINED) => Err(Error::Type(format!(
+                "{self} already has a carrier definition; a definition is registered once"
+            ))),
+            Err(_) => Err(Error::Type(format!(
+                "{self} was already observed (constructed, queried or given definition-free \
+                 authority); a definition must be registered before the first observation"
+            ))),
+        }
     }
 }
 

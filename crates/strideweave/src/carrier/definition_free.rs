@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::carrier::class::{CarrierClass, ClassKind};
 use crate::carrier::Carrier;
+use crate::carriers::extension::CarrierFacet;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 use crate::operation::{Operation, OperationCapability};
@@ -136,6 +137,10 @@ pub(crate) trait ErasedCarrier: Send + Sync {
     fn dispatch_op(&self, name: &str) -> Result<Operation>;
     fn instance_capabilities(&self) -> Option<Arc<[OperationCapability]>>;
     fn as_any(&self) -> &dyn Any;
+    /// The carrier-specific facets of the body's definition; none for a definition-free body.
+    fn facets(&self) -> &[Arc<dyn CarrierFacet>] {
+        &[]
+    }
 }
 
 impl<T: DefinitionFreeCarrier> ErasedCarrier for T {

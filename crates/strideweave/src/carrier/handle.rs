@@ -1,5 +1,6 @@
 //! `Carrier`: the cheap, clonable handle to one live storage instance.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use crate::carrier::{
     capabilities_for_carrier_class, check_capability, matching_capability, missing_plan_reason,
     supports_operation_plan, unsupported_plan_reason,
 };
+use crate::carriers::extension::CarrierFacet;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
 use crate::operation::{Operation, OperationCapability, OperationPlan};
@@ -70,6 +72,7 @@ impl Carrier {
             class == CarrierClass::of::<T>(),
             "{class} is not the class of the body"
         );
+        class.observe_definition_free("construct a definition-free carrier body")?;
         if !DefinitionFreeCarrier::supports_storage_dtype(&body, dtype) {
             return Err(Error::Value(format!(
                 "{class} carriers cannot store dtype {dtype}"
@@ -84,6 +87,45 @@ impl Carrier {
             body,
         });
         Ok(Carrier { inner })
+    }
+
+    /// Wraps an already validated erased `body` of the exact `class` (the definition-backed
+    /// path: `Carrier::create`).
+    pub(crate) fn from_erased_body<B: ErasedCarrier + 'static>(
+        body: B,
+        class: CarrierClass,
+        dtype: DType,
+        mutable: bool,
+    ) -> Carrier {
+        let inner: Arc<Inner> = Arc::new(Inner {
+            class,
+            dtype,
+            intrinsically_mutable: mutable,
+            version: AtomicU64::new(0),
+            lifecycle: Lifecycle::default(),
+            body,
+        });
+        Carrier { inner }
+    }
+
+    /// The carrier-specific facet of exact type `F` registered by this carrier's definition,
+    /// or `None` (always for a definition-free carrier).
+    pub fn facet<F: CarrierFacet>(&self) -> Option<&F> {
+        self.body()
+            .facets()
+            .iter()
+            .find_map(|facet| (&**facet as &dyn Any).downcast_ref::<F>())
+    }
+
+    /// [`facet`](Carrier::facet), or a NotImplemented error naming the missing facet type.
+    pub fn require_facet<F: CarrierFacet>(&self) -> Result<&F> {
+        self.facet::<F>().ok_or_else(|| {
+            Error::NotImplemented(format!(
+                "the {} carrier has no {} facet",
+                self.class(),
+                std::any::type_name::<F>()
+            ))
+        })
     }
 
     fn body(&self) -> &dyn ErasedCarrier {

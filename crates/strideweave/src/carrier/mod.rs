@@ -8,6 +8,7 @@
 
 mod capability_registry;
 mod class;
+mod defined;
 mod definition_free;
 mod handle;
 mod lifecycle;
@@ -17,8 +18,10 @@ pub use capability_registry::{
     capabilities_for_carrier_class, matching_capability, register_operation_capabilities,
     require_capability, supports_operation_plan, unsupported_plan_reason,
 };
-pub(crate) use capability_registry::{check_capability, missing_plan_reason};
-pub use class::{CarrierClass, ClassKind};
+pub(crate) use capability_registry::{
+    check_capability, missing_plan_reason, seal_definition_capabilities,
+};
+pub use class::{CarrierClass, CarrierType, ClassKind};
 pub use definition_free::DefinitionFreeCarrier;
 pub use handle::Carrier;
 pub(crate) use lifecycle::Claim;

@@ -4,10 +4,8 @@ use std::sync::Arc;
 
 use crate::carrier::{Carrier, Claim};
 use crate::error::{Error, Result};
-use crate::movement::block::refuse_unrouted_block_pair;
-use crate::movement::{
-    registered_move_operation, ElementwiseMoveOperation, MoveOperation, MoveTarget,
-};
+use crate::movement::unrouted::unrouted_move_operation;
+use crate::movement::{registered_move_operation, MoveOperation, MoveTarget};
 use crate::tensor::Tensor;
 
 /// Copies `tensor` into `destination`, releases the source carrier and returns the tensor
@@ -54,10 +52,7 @@ pub fn move_to(tensor: &Tensor, destination: &Carrier) -> Result<Tensor> {
     let operation: Arc<dyn MoveOperation> =
         match registered_move_operation(source.class(), destination.class()) {
             Some(operation) => operation,
-            None => {
-                refuse_unrouted_block_pair(source.class(), destination.class())?;
-                Arc::new(ElementwiseMoveOperation)
-            }
+            None => unrouted_move_operation(source.class(), destination.class())?,
         };
 
     let source_claim = Claim::new(source)?;

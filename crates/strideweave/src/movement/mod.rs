@@ -11,6 +11,7 @@ mod bulk;
 mod elementwise;
 mod operation;
 pub mod registry;
+mod unrouted;
 
 pub use blocking::move_to;
 pub use elementwise::ElementwiseMoveOperation;

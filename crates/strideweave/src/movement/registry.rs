@@ -33,13 +33,22 @@ fn shipped_routes() -> Routes {
 /// Registers `operation` as the route from `source` to `destination` (exact classes).
 ///
 /// A Value error for a pair already registered, or with a BlockDeviceCarrier end (its
-/// routes are fixed).
+/// routes are fixed); a Type error when either class is definition-backed. A registered
+/// route seals both classes against a carrier definition.
 pub fn register_move_operation(
     source: CarrierClass,
     destination: CarrierClass,
     operation: Arc<dyn MoveOperation>,
 ) -> Result<()> {
     refuse_block_registry_change(source, destination)?;
+    for class in [source, destination] {
+        if class.is_definition_backed() {
+            return Err(Error::Type(format!(
+                "cannot register a move operation from {source} to {destination}: {class} is a \
+                 definition-backed carrier class and moves only by its definition"
+            )));
+        }
+    }
     let mut routes = ROUTES.write().unwrap_or_else(PoisonError::into_inner);
     if let Some(existing) = routes.get(&(source, destination)) {
         return Err(Error::Value(format!(
@@ -47,6 +56,10 @@ pub fn register_move_operation(
             existing.name()
         )));
     }
+    // The route gives both classes definition-free movement authority: seal them against a
+    // carrier definition (a Type error if one won the class meanwhile).
+    source.observe_definition_free("register a move operation")?;
+    destination.observe_definition_free("register a move operation")?;
     routes.insert((source, destination), operation);
     Ok(())
 }

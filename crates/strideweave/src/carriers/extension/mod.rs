@@ -1,19 +1,29 @@
 //! The carrier-authoring and kernel-extension surface (carrier-extension spec): the value
-//! records providers exchange with the framework.
+//! records providers exchange with the framework, carrier definitions with their storage
+//! providers and facets, and their registration.
 //!
 //! Seed rule: these values "SHALL be importable from strideweave.carriers.extension"; here
 //! that is `strideweave::carriers::extension`. Registries and dispatch build on them.
 
 mod completion;
+mod definition;
 mod execution_interface;
+mod facet;
 mod prepared;
 mod provider_result;
+mod registration;
+mod storage_provider;
 mod unsupported;
 
 pub use completion::{CompletionCell, ProviderCompletion};
+pub use definition::CarrierDefinition;
 pub use execution_interface::{
     ExecutionInterface, InterfaceHandle, InterfaceIdentity, KernelExecutionInterface,
 };
+pub use facet::CarrierFacet;
 pub use prepared::{PreparedComposite, PreparedKernel, PreparedTransfer, Submitted};
 pub use provider_result::ProviderResult;
+pub use registration::{carrier_definition, register_carrier_definition};
+pub(crate) use storage_provider::ErasedState;
+pub use storage_provider::StorageProvider;
 pub use unsupported::Unsupported;

@@ -1,0 +1,54 @@
+//! `register_carrier_definition`: binding one definition to one exact carrier class.
+
+use std::sync::{LazyLock, PoisonError, RwLock};
+
+use rustc_hash::FxHashMap;
+
+use crate::carrier::{seal_definition_capabilities, CarrierClass, ClassKind};
+use crate::carriers::extension::CarrierDefinition;
+use crate::error::{Error, Result};
+
+static DEFINITIONS: LazyLock<RwLock<FxHashMap<CarrierClass, CarrierDefinition>>> =
+    LazyLock::new(|| RwLock::new(FxHashMap::default()));
+
+/// Binds `definition` to exactly `class` (no other class, base or sibling, acquires it).
+///
+/// Type errors, leaving every registry unchanged: a shipped class; a dependent class (a
+/// dependent definition needs a composite provider, which this delivery does not have yet);
+/// a class that already has a definition (the first stays); a class already observed on the
+/// definition-free path (constructed, capability-queried or declared, or given a move
+/// route). Registration is atomic: under a race exactly one registration wins. The
+/// definition is sealed at once: a storage-only definition declares no capability, so every
+/// plan of the class is an `UnsupportedOperationPlan` with a reason.
+pub fn register_carrier_definition(
+    class: CarrierClass,
+    definition: CarrierDefinition,
+) -> Result<()> {
+    if class.is_shipped() {
+        return Err(Error::Type(format!(
+            "{class} is a shipped definition-free carrier class; it cannot take a carrier definition"
+        )));
+    }
+    if class.kind() == ClassKind::Dependent {
+        return Err(Error::Type(format!(
+            "{class} is a dependent carrier class: its definition needs a composite provider"
+        )));
+    }
+    let mut definitions = DEFINITIONS.write().unwrap_or_else(PoisonError::into_inner);
+    class.mark_defined()?;
+    definitions.insert(class, definition);
+    seal_definition_capabilities(class);
+    Ok(())
+}
+
+/// The definition registered for exactly `class`, if any (a lookup; it observes nothing).
+pub fn carrier_definition(class: CarrierClass) -> Option<CarrierDefinition> {
+    if !class.is_definition_backed() {
+        return None;
+    }
+    DEFINITIONS
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&class)
+        .cloned()
+}

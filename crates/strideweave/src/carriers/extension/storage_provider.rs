@@ -1,0 +1,283 @@
+//! `StorageProvider`: the complete generic storage surface of a definition-backed carrier.
+
+use std::any::{type_name, Any, TypeId};
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use crate::carrier::CarrierClass;
+use crate::dtype::{DType, Value};
+use crate::error::{Error, Result};
+
+/// The provider-owned state of one definition-backed carrier, type-erased.
+pub(crate) type ErasedState = Box<dyn Any + Send + Sync>;
+
+type SupportsFn = dyn Fn(&dyn Any, DType) -> Result<bool> + Send + Sync;
+type SizeFn = dyn Fn(&dyn Any) -> Result<i64> + Send + Sync;
+type AllocateFn = dyn Fn(&mut dyn Any, usize) -> Result<()> + Send + Sync;
+type ReleaseFn = dyn Fn(&mut dyn Any) -> Result<()> + Send + Sync;
+type ReadFn = dyn Fn(&dyn Any, usize) -> Result<Value> + Send + Sync;
+type WriteFn = dyn Fn(&mut dyn Any, usize, Value) -> Result<()> + Send + Sync;
+type FreshFn = dyn Fn(&dyn Any) -> Result<ErasedState> + Send + Sync;
+
+struct Callbacks {
+    state_type: TypeId,
+    state_type_name: &'static str,
+    supports_dtype: Box<SupportsFn>,
+    physical_size: Box<SizeFn>,
+    allocate: Box<AllocateFn>,
+    release: Box<ReleaseFn>,
+    read: Box<ReadFn>,
+    write: Box<WriteFn>,
+    fresh: Box<FreshFn>,
+}
+
+/// The six storage callbacks of a definition-backed carrier class, typed over the author's
+/// state type `S`, plus the elementwise-fallback permission.
+///
+/// Seed rule: "StorageProvider(supports_dtype, physical_size, allocate, release, read, write,
+/// elementwise_fallback=False) SHALL store six required callbacks and one boolean fallback
+/// permission as immutable fields." Callability and the bool type are enforced by the type
+/// system. The callbacks are type-erased at construction into closures over `dyn Any` state
+/// whose downcast to `S` the framework checks (a mismatch is a Type error).
+///
+/// The framework owns the carrier's dtype, mutability, version, release state and extent, and
+/// checks exact class, liveness, mutability, extent and index before each callback. A
+/// callback error propagates unchanged; a panic is caught and becomes a
+/// [`ProviderContract`](Error::ProviderContract) error; either way nothing is published and no
+/// version changes.
+///
+/// Factories (`new_like`, `allocate_like`) need fresh state of the same class: they **clone**
+/// the template carrier's state (`S: Clone`) and then call `allocate` on the clone, so `S`
+/// should keep its configuration (for example an `Arc` to a device resource) in what it
+/// clones and establish its slots in `allocate`.
+///
+/// ```
+/// use strideweave::carriers::extension::StorageProvider;
+/// use strideweave::{DType, Error, Value};
+/// #[derive(Clone, Default)]
+/// struct Ring { values: Vec<i64> }
+/// let storage = StorageProvider::new(
+///     |_: &Ring, dtype| dtype == DType::INT32,
+///     |ring: &Ring| ring.values.len() as i64,
+///     |ring: &mut Ring, slots| { ring.values = vec![0; slots]; Ok(()) },
+///     |ring: &mut Ring| { ring.values.clear(); Ok(()) },
+///     |ring: &Ring, index| Ok(Value::Int(ring.values[index])),
+///     |ring: &mut Ring, index, value: Value| {
+///         ring.values[index] = value.as_i64().ok_or_else(|| Error::Type("not an int".into()))?;
+///         Ok(())
+///     },
+/// )
+/// .with_elementwise_fallback(true);
+/// assert!(storage.elementwise_fallback());
+/// ```
+#[derive(Clone)]
+pub struct StorageProvider {
+    callbacks: Arc<Callbacks>,
+    elementwise_fallback: bool,
+}
+
+fn downcast<S: 'static>(state: &dyn Any) -> Result<&S> {
+    state
+        .downcast_ref::<S>()
+        .ok_or_else(|| state_mismatch::<S>())
+}
+
+fn downcast_mut<S: 'static>(state: &mut dyn Any) -> Result<&mut S> {
+    state
+        .downcast_mut::<S>()
+        .ok_or_else(|| state_mismatch::<S>())
+}
+
+fn state_mismatch<S>() -> Error {
+    Error::Type(format!(
+        "the storage provider state is not a {}",
+        type_name::<S>()
+    ))
+}
+
+impl StorageProvider {
+    /// The provider of state type `S` with the six callbacks, in the seed's order, and
+    /// `elementwise_fallback` off (see
+    /// [`with_elementwise_fallback`](StorageProvider::with_elementwise_fallback)).
+    ///
+    /// - `supports_dtype(&S, dtype)`: whether the class stores `dtype` (by identity);
+    ///   independent of size, mutability and release state;
+    /// - `physical_size(&S)`: the slot count; negative is a Value error at the boundary;
+    /// - `allocate(&mut S, slots)`: establishes storage of exactly `slots` slots;
+    /// - `release(&mut S)`: relinquishes the storage; called at most once;
+    /// - `read(&S, index)`: the value at an in-range slot, in a form the dtype accepts (else a
+    ///   Type error);
+    /// - `write(&mut S, index, value)`: stores an already normalized value at an in-range slot.
+    pub fn new<S, Supports, Size, Allocate, Release, Read, Write>(
+        supports_dtype: Supports,
+        physical_size: Size,
+        allocate: Allocate,
+        release: Release,
+        read: Read,
+        write: Write,
+    ) -> StorageProvider
+    where
+        S: Clone + Send + Sync + 'static,
+        Supports: Fn(&S, DType) -> bool + Send + Sync + 'static,
+        Size: Fn(&S) -> i64 + Send + Sync + 'static,
+        Allocate: Fn(&mut S, usize) -> Result<()> + Send + Sync + 'static,
+        Release: Fn(&mut S) -> Result<()> + Send + Sync + 'static,
+        Read: Fn(&S, usize) -> Result<Value> + Send + Sync + 'static,
+        Write: Fn(&mut S, usize, Value) -> Result<()> + Send + Sync + 'static,
+    {
+        StorageProvider {
+            callbacks: Arc::new(Callbacks {
+                state_type: TypeId::of::<S>(),
+                state_type_name: type_name::<S>(),
+                supports_dtype: Box::new(move |state, dtype| {
+                    Ok(supports_dtype(downcast::<S>(state)?, dtype))
+                }),
+                physical_size: Box::new(move |state| Ok(physical_size(downcast::<S>(state)?))),
+                allocate: Box::new(move |state, slots| allocate(downcast_mut::<S>(state)?, slots)),
+                release: Box::new(move |state| release(downcast_mut::<S>(state)?)),
+                read: Box::new(move |state, index| read(downcast::<S>(state)?, index)),
+                write: Box::new(move |state, index, value| {
+                    write(downcast_mut::<S>(state)?, index, value)
+                }),
+                fresh: Box::new(|state| {
+                    let fresh: ErasedState = Box::new(downcast::<S>(state)?.clone());
+                    Ok(fresh)
+                }),
+            }),
+            elementwise_fallback: false,
+        }
+    }
+
+    /// This provider with the elementwise movement fallback permission set to `allowed`.
+    pub fn with_elementwise_fallback(self, allowed: bool) -> StorageProvider {
+        StorageProvider {
+            elementwise_fallback: allowed,
+            ..self
+        }
+    }
+
+    /// Whether elementwise movement fallback is permitted (it is used only when both exact
+    /// definitions of a pair permit it).
+    pub fn elementwise_fallback(&self) -> bool {
+        self.elementwise_fallback
+    }
+
+    /// The name of the state type `S` the callbacks are typed over.
+    pub fn state_type_name(&self) -> &'static str {
+        self.callbacks.state_type_name
+    }
+
+    pub(crate) fn state_type(&self) -> TypeId {
+        self.callbacks.state_type
+    }
+
+    /// Runs one callback of the provider of `class`, turning a panic into an error.
+    fn guarded<T>(
+        &self,
+        class: CarrierClass,
+        callback: &str,
+        run: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        match catch_unwind(AssertUnwindSafe(run)) {
+            Ok(result) => result,
+            Err(payload) => {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-string panic payload".to_owned());
+                Err(Error::ProviderContract(format!(
+                    "the storage provider of {class} ({}) panicked in {callback}: {message}",
+                    self.callbacks.state_type_name
+                )))
+            }
+        }
+    }
+
+    pub(crate) fn call_supports_dtype(
+        &self,
+        class: CarrierClass,
+        state: &dyn Any,
+        dtype: DType,
+    ) -> Result<bool> {
+        self.guarded(class, "supports_dtype", || {
+            (self.callbacks.supports_dtype)(state, dtype)
+        })
+    }
+
+    /// `physical_size`, validated: a negative answer is a Value error naming the provider.
+    pub(crate) fn call_physical_size(&self, class: CarrierClass, state: &dyn Any) -> Result<usize> {
+        let size = self.guarded(class, "physical_size", || {
+            (self.callbacks.physical_size)(state)
+        })?;
+        usize::try_from(size).map_err(|_| {
+            Error::Value(format!(
+                "the storage provider of {class} ({}) returned a negative physical_size {size}",
+                self.callbacks.state_type_name
+            ))
+        })
+    }
+
+    pub(crate) fn call_allocate(
+        &self,
+        class: CarrierClass,
+        state: &mut dyn Any,
+        slots: usize,
+    ) -> Result<()> {
+        self.guarded(class, "allocate", || {
+            (self.callbacks.allocate)(state, slots)
+        })
+    }
+
+    pub(crate) fn call_release(&self, class: CarrierClass, state: &mut dyn Any) -> Result<()> {
+        self.guarded(class, "release", || (self.callbacks.release)(state))
+    }
+
+    /// `read`, validated: a value the dtype refuses is a Type error naming the provider.
+    pub(crate) fn call_read(
+        &self,
+        class: CarrierClass,
+        state: &dyn Any,
+        index: usize,
+        dtype: DType,
+    ) -> Result<Value> {
+        let value = self.guarded(class, "read", || (self.callbacks.read)(state, index))?;
+        dtype.normalize(value).map_err(|error| {
+            Error::Type(format!(
+                "the storage provider of {class} ({}) read {} value {value} at slot {index}, \
+                 which dtype {dtype} does not accept: {error}",
+                self.callbacks.state_type_name,
+                value.type_name()
+            ))
+        })
+    }
+
+    pub(crate) fn call_write(
+        &self,
+        class: CarrierClass,
+        state: &mut dyn Any,
+        index: usize,
+        value: Value,
+    ) -> Result<()> {
+        self.guarded(class, "write", || {
+            (self.callbacks.write)(state, index, value)
+        })
+    }
+
+    /// Fresh state for a factory: a clone of `state` (see the type's documentation).
+    pub(crate) fn call_fresh(&self, class: CarrierClass, state: &dyn Any) -> Result<ErasedState> {
+        self.guarded(class, "clone of the state", || {
+            (self.callbacks.fresh)(state)
+        })
+    }
+}
+
+impl fmt::Debug for StorageProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StorageProvider")
+            .field("state", &self.callbacks.state_type_name)
+            .field("elementwise_fallback", &self.elementwise_fallback)
+            .finish()
+    }
+}
