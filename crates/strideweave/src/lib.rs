@@ -27,8 +27,9 @@ pub mod tensor;
 
 pub use carrier::{Carrier, CarrierClass};
 pub use carriers::extension::{
-    register_carrier_definition, CarrierDefinition, CarrierFacet, KernelExecutionInterface,
-    StorageProvider, Unsupported,
+    register_carrier_definition, register_kernel_pack, CarrierDefinition, CarrierFacet,
+    KernelExecutionInterface, KernelPack, KernelPattern, KernelProvider, StorageProvider,
+    Unsupported,
 };
 pub use dtype::{DType, Value};
 pub use error::{Error, ErrorKind, Result, UnsupportedOperationPlan};

@@ -144,9 +144,9 @@ pub fn register_operation_capabilities(
     Ok(())
 }
 
-/// Seals the definition-backed `class` with the capabilities of its definition: none for a
-/// storage-only definition (the only kind so far). Called by definition registration after it
-/// won the class.
+/// Seals the storage-only definition-backed `class`: it declares no capability. Called by
+/// definition registration after it won the class (a kernel-backed class is sealed by its
+/// first observation instead).
 pub(crate) fn seal_definition_capabilities(class: CarrierClass) {
     DECLARED
         .write()
@@ -164,18 +164,26 @@ fn declaration(class: CarrierClass) -> Arc<Declaration> {
     {
         return Arc::clone(found);
     }
-    Arc::clone(
-        DECLARED
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(class)
-            .or_insert_with(|| {
-                // The query observes the class; a definition-backed class is already sealed
-                // (its declaration is its definition's, empty for a storage-only one).
-                let _ = class.observe_definition_free("query capabilities");
-                Declaration::new(Arc::from([]))
-            }),
-    )
+    loop {
+        // A kernel-backed definition's capabilities are its frozen execution set's (the
+        // query observes the class and freezes it), computed before the registry lock is
+        // taken (definition registration takes the definition lock, then this one).
+        let kernels = crate::carriers::extension::kernel_capabilities(class);
+        let mut declared = DECLARED.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = declared.get(&class) {
+            return Arc::clone(found);
+        }
+        if kernels.is_none() && class.observe_definition_free("query capabilities").is_err() {
+            // The class became definition-backed after `kernels` was computed: ask again
+            // (its registration seals a storage-only class and makes a kernel-backed one
+            // answer from its execution set).
+            drop(declared);
+            continue;
+        }
+        let found = Declaration::new(kernels.unwrap_or_else(|| Arc::from([])));
+        declared.insert(class, Arc::clone(&found));
+        return found;
+    }
 }
 
 /// The capabilities declared by `class`, in the deterministic order. Sealing: an undeclared

@@ -8,7 +8,8 @@ use crate::carrier::class::CarrierClass;
 use crate::carrier::definition_free::ErasedCarrier;
 use crate::carrier::Carrier;
 use crate::carriers::extension::{
-    carrier_definition, CarrierDefinition, CarrierFacet, ErasedState,
+    carrier_definition, freeze_execution_set, CarrierDefinition, CarrierFacet, ErasedState,
+    ExecutionSet,
 };
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
@@ -22,6 +23,8 @@ pub(crate) struct DefinedBody {
     /// The extent `allocate` established and `physical_size` confirmed.
     extent: usize,
     state: RwLock<ErasedState>,
+    /// The frozen execution set of a kernel-backed definition (`None` when storage-only).
+    kernels: Option<Arc<ExecutionSet>>,
 }
 
 impl Carrier {
@@ -58,7 +61,20 @@ impl Carrier {
                 std::any::type_name::<S>()
             )));
         }
-        DefinedBody::construct(class, definition, Box::new(state), slots, dtype, mutable)
+        // Construction observes the class: a kernel-backed definition freezes its provider's
+        // patterns and the registered packs as one execution set.
+        let kernels = definition
+            .kernels()
+            .map(|provider| freeze_execution_set(class, provider));
+        DefinedBody::construct(
+            class,
+            definition,
+            kernels,
+            Box::new(state),
+            slots,
+            dtype,
+            mutable,
+        )
     }
 }
 
@@ -66,6 +82,7 @@ impl DefinedBody {
     fn construct(
         class: CarrierClass,
         definition: CarrierDefinition,
+        kernels: Option<Arc<ExecutionSet>>,
         mut state: ErasedState,
         slots: usize,
         dtype: DType,
@@ -101,6 +118,7 @@ impl DefinedBody {
             definition,
             extent: slots,
             state: RwLock::new(state),
+            kernels,
         };
         Ok(Carrier::from_erased_body(body, class, dtype, mutable))
     }
@@ -122,6 +140,7 @@ impl DefinedBody {
         DefinedBody::construct(
             self.class,
             self.definition.clone(),
+            self.kernels.clone(),
             state,
             slots,
             dtype,
@@ -230,6 +249,12 @@ impl ErasedCarrier for DefinedBody {
     }
 
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
+        if self.kernels.is_some() {
+            return Err(Error::NotImplemented(format!(
+                "{} executes '{name}' through its kernel patterns, not a dispatched operation",
+                self.class
+            )));
+        }
         Err(Error::NotImplemented(format!(
             "{} is a storage-only definition-backed carrier class: it dispatches no operation \
              '{name}'",
@@ -247,5 +272,9 @@ impl ErasedCarrier for DefinedBody {
 
     fn facets(&self) -> &[Arc<dyn CarrierFacet>] {
         self.definition.facets()
+    }
+
+    fn kernels(&self) -> Option<&Arc<ExecutionSet>> {
+        self.kernels.as_ref()
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::carrier::class::{CarrierClass, ClassKind};
 use crate::carrier::Carrier;
-use crate::carriers::extension::CarrierFacet;
+use crate::carriers::extension::{CarrierFacet, ExecutionSet};
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 use crate::operation::{Operation, OperationCapability};
@@ -140,6 +140,11 @@ pub(crate) trait ErasedCarrier: Send + Sync {
     /// The carrier-specific facets of the body's definition; none for a definition-free body.
     fn facets(&self) -> &[Arc<dyn CarrierFacet>] {
         &[]
+    }
+    /// The frozen kernel execution set of the body's definition; none for a definition-free
+    /// or storage-only body.
+    fn kernels(&self) -> Option<&Arc<ExecutionSet>> {
+        None
     }
 }
 

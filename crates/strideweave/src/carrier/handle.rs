@@ -12,7 +12,7 @@ use crate::carrier::{
     capabilities_for_carrier_class, check_capability, matching_capability, missing_plan_reason,
     supports_operation_plan, unsupported_plan_reason,
 };
-use crate::carriers::extension::CarrierFacet;
+use crate::carriers::extension::{CarrierFacet, ExecutionSet};
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
 use crate::operation::{Operation, OperationCapability, OperationPlan};
@@ -130,6 +130,12 @@ impl Carrier {
 
     fn body(&self) -> &dyn ErasedCarrier {
         &self.inner.body
+    }
+
+    /// The frozen kernel execution set of this carrier's definition, when its class is a
+    /// kernel-backed definition-backed class.
+    pub(crate) fn kernel_execution_set(&self) -> Option<&Arc<ExecutionSet>> {
+        self.body().kernels()
     }
 
     pub(crate) fn lifecycle(&self) -> &Lifecycle {

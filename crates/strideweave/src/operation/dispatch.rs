@@ -1,7 +1,7 @@
-//! Dispatch of an operation call on definition-free carriers (architecture.md §5): bind,
-//! resolve, let the first tensor's carrier decide, gate on its declared capabilities before
-//! anything is allocated, run a freshly dispatched operation, and validate its results
-//! before publishing them.
+//! Dispatch of an operation call (architecture.md §5): bind, resolve, let the first tensor's
+//! carrier decide, gate on its capabilities before anything is allocated, run a freshly
+//! dispatched operation (definition-free carriers) or the first accepting kernel pattern of
+//! a kernel-backed definition, and validate its results before publishing them.
 
 use crate::carrier::CarrierClass;
 use crate::error::{Error, Result};
@@ -71,8 +71,13 @@ impl OperationDefinition {
             )));
         }
         let versions = Versions::of(&invocation);
-        let operation = carrier.dispatch_operation(self.shared_name())?;
-        let outputs = operation.forward(&invocation)?;
+        let outputs = match carrier.kernel_execution_set() {
+            // A kernel-backed definition: its frozen patterns prepare in candidate order.
+            Some(kernels) => kernels.execute(&invocation)?,
+            None => carrier
+                .dispatch_operation(self.shared_name())?
+                .forward(&invocation)?,
+        };
         validate(&invocation, class, &outputs, &versions)?;
         if recording {
             crate::autograd::record(&invocation, &outputs)?;

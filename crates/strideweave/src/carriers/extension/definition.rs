@@ -4,11 +4,11 @@ use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::carriers::extension::{CarrierFacet, StorageProvider};
+use crate::carriers::extension::{CarrierFacet, KernelProvider, StorageProvider};
 use crate::error::{Error, Result};
 
-/// One carrier implementation: its storage provider and carrier-specific facets (kernels,
-/// transfer routes and composites arrive later).
+/// One carrier implementation: its storage provider, optional kernel provider and
+/// carrier-specific facets (transfer routes and composites arrive later).
 ///
 /// Seed rule: "CarrierDefinition(storage, ..., facets=()) SHALL describe one carrier
 /// implementation ... two facets of the same exact facet class SHALL fail with ValueError".
@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct CarrierDefinition {
     storage: StorageProvider,
+    kernels: Option<KernelProvider>,
     facets: Arc<[Arc<dyn CarrierFacet>]>,
 }
 
@@ -30,8 +31,27 @@ impl CarrierDefinition {
     pub fn new(storage: StorageProvider) -> CarrierDefinition {
         CarrierDefinition {
             storage,
+            kernels: None,
             facets: Arc::from([]),
         }
+    }
+
+    /// This definition with `provider` as its kernel provider: the class executes the
+    /// provider's patterns (and the packs registered before its first observation).
+    ///
+    /// Seed rule: an independent definition "MAY supply a KernelProvider" — one; a Type
+    /// error when this definition already has one. A dependent class's definition is
+    /// refused at registration.
+    pub fn with_kernels(self, provider: KernelProvider) -> Result<CarrierDefinition> {
+        if self.kernels.is_some() {
+            return Err(Error::Type(
+                "a carrier definition takes at most one KernelProvider".to_string(),
+            ));
+        }
+        Ok(CarrierDefinition {
+            kernels: Some(provider),
+            ..self
+        })
     }
 
     /// This definition with `facets` added (materialized once, in order).
@@ -55,6 +75,7 @@ impl CarrierDefinition {
         }
         Ok(CarrierDefinition {
             storage: self.storage,
+            kernels: self.kernels,
             facets: all.into(),
         })
     }
@@ -62,6 +83,11 @@ impl CarrierDefinition {
     /// The storage provider.
     pub fn storage(&self) -> &StorageProvider {
         &self.storage
+    }
+
+    /// The kernel provider, or `None` for a storage-only definition.
+    pub fn kernels(&self) -> Option<&KernelProvider> {
+        self.kernels.as_ref()
     }
 
     /// The facets, in registration order.
@@ -74,6 +100,7 @@ impl fmt::Debug for CarrierDefinition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CarrierDefinition")
             .field("storage", &self.storage)
+            .field("kernels", &self.kernels)
             .field(
                 "facets",
                 &self

@@ -9,6 +9,7 @@ mod completion;
 mod definition;
 mod execution_interface;
 mod facet;
+mod kernels;
 mod prepared;
 mod provider_result;
 mod registration;
@@ -21,6 +22,10 @@ pub use execution_interface::{
     ExecutionInterface, InterfaceHandle, InterfaceIdentity, KernelExecutionInterface,
 };
 pub use facet::CarrierFacet;
+pub(crate) use kernels::{freeze_execution_set, kernel_capabilities, ExecutionSet};
+pub use kernels::{
+    register_kernel_pack, KernelPack, KernelPattern, KernelProvider, Preparation, PrepareFn,
+};
 pub use prepared::{PreparedComposite, PreparedKernel, PreparedTransfer, Submitted};
 pub use provider_result::ProviderResult;
 pub use registration::{carrier_definition, register_carrier_definition};

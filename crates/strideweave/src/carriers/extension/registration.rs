@@ -17,9 +17,11 @@ static DEFINITIONS: LazyLock<RwLock<FxHashMap<CarrierClass, CarrierDefinition>>>
 /// dependent definition needs a composite provider, which this delivery does not have yet);
 /// a class that already has a definition (the first stays); a class already observed on the
 /// definition-free path (constructed, capability-queried or declared, or given a move
-/// route). Registration is atomic: under a race exactly one registration wins. The
-/// definition is sealed at once: a storage-only definition declares no capability, so every
-/// plan of the class is an `UnsupportedOperationPlan` with a reason.
+/// route). Registration is atomic: under a race exactly one registration wins. A storage-only
+/// definition is sealed at once: it declares no capability, so every plan of the class is an
+/// `UnsupportedOperationPlan` with a reason. A definition with a kernel provider stays open
+/// to kernel packs until the class's first observation (construction or capability query),
+/// which freezes the provider's patterns and the packs as one execution set.
 pub fn register_carrier_definition(
     class: CarrierClass,
     definition: CarrierDefinition,
@@ -36,8 +38,11 @@ pub fn register_carrier_definition(
     }
     let mut definitions = DEFINITIONS.write().unwrap_or_else(PoisonError::into_inner);
     class.mark_defined()?;
+    let storage_only = definition.kernels().is_none();
     definitions.insert(class, definition);
-    seal_definition_capabilities(class);
+    if storage_only {
+        seal_definition_capabilities(class);
+    }
     Ok(())
 }
 
