@@ -29,7 +29,7 @@ pub use carrier::{Carrier, CarrierClass};
 pub use carriers::extension::{
     register_carrier_definition, register_kernel_pack, CarrierDefinition, CarrierFacet,
     KernelExecutionInterface, KernelPack, KernelPattern, KernelProvider, StorageProvider,
-    Unsupported,
+    TransferRoute, Unsupported,
 };
 pub use dtype::{DType, Value};
 pub use error::{Error, ErrorKind, Result, UnsupportedOperationPlan};

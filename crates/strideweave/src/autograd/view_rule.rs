@@ -65,9 +65,11 @@ impl BackwardRule for ViewRule {
 }
 
 /// Records a move of `source` to `moved` when `source` requires gradients: the cotangent
-/// travels back to fresh storage of the source's carrier class.
-pub(crate) fn record_move(source: &Tensor, moved: &Tensor) {
-    if is_grad_enabled() && source.is_differentiable() && source.requires_grad() {
+/// travels back to fresh storage of the source's carrier class. `grad_enabled` is the
+/// recording mode of the thread that started the move (an asynchronous move may commit on
+/// another thread).
+pub(crate) fn record_move(source: &Tensor, moved: &Tensor, grad_enabled: bool) {
+    if grad_enabled && source.is_differentiable() && source.requires_grad() {
         let node = Node::new("move".into(), vec![source.clone()], 1, Box::new(MoveRule));
         moved.autograd().lock().grad_fn = Some((node, 0));
     }

@@ -3,8 +3,10 @@
 //!
 //! Routes are chosen by the exact `(source class, destination class)` pair in the
 //! [`registry`]; a pair without a registered [`MoveOperation`] uses
-//! [`ElementwiseMoveOperation`].
+//! [`ElementwiseMoveOperation`]. A definition-backed source class moves by its definition's
+//! exact `TransferRoute` when it has one ([`move_async`]).
 
+mod asynchronous;
 mod block;
 mod blocking;
 mod bulk;
@@ -13,6 +15,7 @@ mod operation;
 pub mod registry;
 mod unrouted;
 
+pub use asynchronous::{move_async, MoveHandle};
 pub use blocking::move_to;
 pub use elementwise::ElementwiseMoveOperation;
 pub use operation::{MoveOperation, MoveTarget};

@@ -4,11 +4,12 @@ use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::carriers::extension::{CarrierFacet, KernelProvider, StorageProvider};
+use crate::carrier::CarrierClass;
+use crate::carriers::extension::{CarrierFacet, KernelProvider, StorageProvider, TransferRoute};
 use crate::error::{Error, Result};
 
 /// One carrier implementation: its storage provider, optional kernel provider and
-/// carrier-specific facets (transfer routes and composites arrive later).
+/// directional transfer routes and carrier-specific facets (composites arrive later).
 ///
 /// Seed rule: "CarrierDefinition(storage, ..., facets=()) SHALL describe one carrier
 /// implementation ... two facets of the same exact facet class SHALL fail with ValueError".
@@ -19,6 +20,7 @@ pub struct CarrierDefinition {
     storage: StorageProvider,
     kernels: Option<KernelProvider>,
     facets: Arc<[Arc<dyn CarrierFacet>]>,
+    transfers: Arc<[TransferRoute]>,
 }
 
 fn facet_type(facet: &Arc<dyn CarrierFacet>) -> TypeId {
@@ -33,6 +35,7 @@ impl CarrierDefinition {
             storage,
             kernels: None,
             facets: Arc::from([]),
+            transfers: Arc::from([]),
         }
     }
 
@@ -77,7 +80,53 @@ impl CarrierDefinition {
             storage: self.storage,
             kernels: self.kernels,
             facets: all.into(),
+            transfers: self.transfers,
         })
+    }
+
+    /// This definition with the transfer `routes` added (materialized once, in order).
+    ///
+    /// A Value error naming the pair when two routes (added here or before) have the same
+    /// exact (source class, destination class) pair; no definition is returned then. Every
+    /// route's source class must be exactly the class the definition is registered for, which
+    /// [`register_carrier_definition`](crate::register_carrier_definition) checks (Type).
+    pub fn with_transfers(
+        self,
+        routes: impl IntoIterator<Item = TransferRoute>,
+    ) -> Result<CarrierDefinition> {
+        let mut all: Vec<TransferRoute> = self.transfers.iter().cloned().collect();
+        for route in routes {
+            let pair = (route.source_class(), route.destination_class());
+            if let Some(existing) = all
+                .iter()
+                .find(|r| (r.source_class(), r.destination_class()) == pair)
+            {
+                return Err(Error::Value(format!(
+                    "duplicate transfer route from {} to {}: {} and {}",
+                    pair.0,
+                    pair.1,
+                    existing.route_id(),
+                    route.route_id()
+                )));
+            }
+            all.push(route);
+        }
+        Ok(CarrierDefinition {
+            transfers: all.into(),
+            ..self
+        })
+    }
+
+    /// The transfer routes, in the order they were added.
+    pub fn transfers(&self) -> &[TransferRoute] {
+        &self.transfers
+    }
+
+    /// The route to exactly `destination`, if the definition has one.
+    pub fn transfer_route(&self, destination: CarrierClass) -> Option<&TransferRoute> {
+        self.transfers
+            .iter()
+            .find(|route| route.destination_class() == destination)
     }
 
     /// The storage provider.
@@ -109,6 +158,7 @@ impl fmt::Debug for CarrierDefinition {
                     .map(|x| x.facet_name())
                     .collect::<Vec<_>>(),
             )
+            .field("transfers", &self.transfers)
             .finish()
     }
 }

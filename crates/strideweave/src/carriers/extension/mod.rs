@@ -14,6 +14,7 @@ mod prepared;
 mod provider_result;
 mod registration;
 mod storage_provider;
+mod transfer;
 mod unsupported;
 
 pub use completion::{CompletionCell, ProviderCompletion};
@@ -31,4 +32,5 @@ pub use provider_result::ProviderResult;
 pub use registration::{carrier_definition, register_carrier_definition};
 pub(crate) use storage_provider::ErasedState;
 pub use storage_provider::StorageProvider;
+pub use transfer::{TransferPreparation, TransferProvider, TransferRequest, TransferRoute};
 pub use unsupported::Unsupported;

@@ -17,7 +17,7 @@ static DEFINITIONS: LazyLock<RwLock<FxHashMap<CarrierClass, CarrierDefinition>>>
 /// dependent definition needs a composite provider, which this delivery does not have yet);
 /// a class that already has a definition (the first stays); a class already observed on the
 /// definition-free path (constructed, capability-queried or declared, or given a move
-/// route). Registration is atomic: under a race exactly one registration wins. A storage-only
+/// route); a transfer route whose source class is not exactly `class`. Registration is atomic: under a race exactly one registration wins. A storage-only
 /// definition is sealed at once: it declares no capability, so every plan of the class is an
 /// `UnsupportedOperationPlan` with a reason. A definition with a kernel provider stays open
 /// to kernel packs until the class's first observation (construction or capability query),
@@ -34,6 +34,18 @@ pub fn register_carrier_definition(
     if class.kind() == ClassKind::Dependent {
         return Err(Error::Type(format!(
             "{class} is a dependent carrier class: its definition needs a composite provider"
+        )));
+    }
+    if let Some(route) = definition
+        .transfers()
+        .iter()
+        .find(|route| route.source_class() != class)
+    {
+        return Err(Error::Type(format!(
+            "the transfer route {} starts at {}, but the definition is registered for {class}: \
+             every route's source class must be exactly the registered class",
+            route.route_id(),
+            route.source_class()
         )));
     }
     let mut definitions = DEFINITIONS.write().unwrap_or_else(PoisonError::into_inner);
