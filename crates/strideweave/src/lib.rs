@@ -28,8 +28,8 @@ pub mod tensor;
 pub use carrier::{Carrier, CarrierClass};
 pub use carriers::extension::{
     register_carrier_definition, register_kernel_pack, CarrierDefinition, CarrierFacet,
-    KernelExecutionInterface, KernelPack, KernelPattern, KernelProvider, StorageProvider,
-    TransferRoute, Unsupported,
+    CompositeProvider, KernelExecutionInterface, KernelPack, KernelPattern, KernelProvider,
+    StorageProvider, TransferRoute, Unsupported,
 };
 pub use dtype::{DType, Value};
 pub use error::{Error, ErrorKind, Result, UnsupportedOperationPlan};

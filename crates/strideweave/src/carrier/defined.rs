@@ -2,14 +2,14 @@
 //! `CarrierDefinition` of its exact class, and `Carrier::create`.
 
 use std::any::{Any, TypeId};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::carrier::class::CarrierClass;
 use crate::carrier::definition_free::ErasedCarrier;
 use crate::carrier::Carrier;
 use crate::carriers::extension::{
-    carrier_definition, freeze_execution_set, CarrierDefinition, CarrierFacet, ErasedState,
-    ExecutionSet,
+    carrier_definition, freeze_execution_set, CarrierDefinition, CarrierFacet, CompositeProvider,
+    ErasedState, ExecutionSet,
 };
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
@@ -25,6 +25,9 @@ pub(crate) struct DefinedBody {
     state: RwLock<ErasedState>,
     /// The frozen execution set of a kernel-backed definition (`None` when storage-only).
     kernels: Option<Arc<ExecutionSet>>,
+    /// The frozen capability snapshot of a dependent (composite) instance, set once by its
+    /// construction before the instance is exposed.
+    capabilities: OnceLock<Arc<[OperationCapability]>>,
 }
 
 impl Carrier {
@@ -37,6 +40,14 @@ impl Carrier {
     /// `release` on the returned carrier calls the provider's `release` exactly once. The
     /// factories (`new_like`, `allocate_like`) clone this carrier's state (the provider's
     /// `S: Clone`) and `allocate` the clone.
+    ///
+    /// A dependent class (a definition with a [`CompositeProvider`]) then calls the provider's
+    /// `capabilities` once on the constructed carrier; a duplicate capability is a Value
+    /// error, other failures propagate. The answer is sorted and frozen as this instance's
+    /// snapshot (what [`capabilities`](Carrier::capabilities) reports and the dispatch gate
+    /// consults); two instances may derive different reach from different dependencies. On
+    /// failure the carrier is released (the provider's `release` runs once, best effort) and
+    /// no instance is returned.
     ///
     /// Type errors: `class` has no carrier definition (a definition-free class is constructed
     /// with [`Carrier::new`]), or `S` is not the provider's state type.
@@ -75,6 +86,40 @@ impl Carrier {
             dtype,
             mutable,
         )
+    }
+
+    /// Calls `read` with this definition-backed carrier's provider-owned state (for example
+    /// the dependency carriers a composite provider composes).
+    ///
+    /// The state is read-locked while `read` runs: it must not write this carrier. Type
+    /// errors: a definition-free carrier, or `S` is not the provider's state type.
+    pub fn with_provider_state<S: 'static, R>(&self, read: impl FnOnce(&S) -> R) -> Result<R> {
+        let body = self.defined_body().ok_or_else(|| {
+            Error::Type(format!(
+                "the {} carrier is definition-free: it has no provider state",
+                self.class()
+            ))
+        })?;
+        let state = body.state();
+        let typed = (**state).downcast_ref::<S>().ok_or_else(|| {
+            Error::Type(format!(
+                "the storage provider of {} keeps {} state, not {}",
+                self.class(),
+                body.definition.storage().state_type_name(),
+                std::any::type_name::<S>()
+            ))
+        })?;
+        Ok(read(typed))
+    }
+
+    fn defined_body(&self) -> Option<&DefinedBody> {
+        self.body().as_any().downcast_ref::<DefinedBody>()
+    }
+
+    /// The composite provider of this carrier's definition, when its class is a
+    /// definition-backed dependent class.
+    pub(crate) fn composite_provider(&self) -> Option<&CompositeProvider> {
+        self.defined_body()?.definition.composite()
     }
 }
 
@@ -119,8 +164,26 @@ impl DefinedBody {
             extent: slots,
             state: RwLock::new(state),
             kernels,
+            capabilities: OnceLock::new(),
         };
-        Ok(Carrier::from_erased_body(body, class, dtype, mutable))
+        let carrier = Carrier::from_erased_body(body, class, dtype, mutable);
+        let Some(composite) = carrier.composite_provider() else {
+            return Ok(carrier);
+        };
+        // A dependent class: the complete capabilities of this exact instance, obtained
+        // once before it is exposed.
+        match composite.instance_capabilities(&carrier) {
+            Ok(snapshot) => {
+                if let Some(body) = carrier.defined_body() {
+                    let _ = body.capabilities.set(snapshot);
+                }
+                Ok(carrier)
+            }
+            Err(error) => {
+                let _ = carrier.release();
+                Err(error)
+            }
+        }
     }
 
     fn state(&self) -> RwLockReadGuard<'_, ErasedState> {
@@ -249,6 +312,12 @@ impl ErasedCarrier for DefinedBody {
     }
 
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
+        if self.definition.composite().is_some() {
+            return Err(Error::NotImplemented(format!(
+                "{} executes '{name}' through its composite provider, not a dispatched operation",
+                self.class
+            )));
+        }
         if self.kernels.is_some() {
             return Err(Error::NotImplemented(format!(
                 "{} executes '{name}' through its kernel patterns, not a dispatched operation",
@@ -263,7 +332,7 @@ impl ErasedCarrier for DefinedBody {
     }
 
     fn instance_capabilities(&self) -> Option<Arc<[OperationCapability]>> {
-        None
+        self.capabilities.get().cloned()
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -128,7 +128,7 @@ impl Carrier {
         })
     }
 
-    fn body(&self) -> &dyn ErasedCarrier {
+    pub(super) fn body(&self) -> &dyn ErasedCarrier {
         &self.inner.body
     }
 
@@ -366,7 +366,8 @@ impl Carrier {
     }
 
     /// The capabilities this carrier executes: its instance snapshot when it has one
-    /// (dependent carriers such as Evictable), otherwise its class's declaration. Reports
+    /// (dependent carriers such as Evictable, and definition-backed dependent carriers, whose
+    /// construction froze their composite provider's answer), otherwise its class's declaration. Reports
     /// reach, not state.
     pub fn capabilities(&self) -> Arc<[OperationCapability]> {
         self.body()

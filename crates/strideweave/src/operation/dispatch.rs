@@ -1,7 +1,8 @@
 //! Dispatch of an operation call (architecture.md §5): bind, resolve, let the first tensor's
 //! carrier decide, gate on its capabilities before anything is allocated, run a freshly
-//! dispatched operation (definition-free carriers) or the first accepting kernel pattern of
-//! a kernel-backed definition, and validate its results before publishing them.
+//! dispatched operation (definition-free carriers), the first accepting kernel pattern of
+//! a kernel-backed definition or the composite provider of a dependent definition, and
+//! validate its results before publishing them.
 
 use crate::carrier::CarrierClass;
 use crate::error::{Error, Result};
@@ -71,14 +72,27 @@ impl OperationDefinition {
             )));
         }
         let versions = Versions::of(&invocation);
-        let outputs = match carrier.kernel_execution_set() {
-            // A kernel-backed definition: its frozen patterns prepare in candidate order.
-            Some(kernels) => kernels.execute(&invocation)?,
-            None => carrier
-                .dispatch_operation(self.shared_name())?
-                .forward(&invocation)?,
+        let (outputs, result_classes) = if let Some(composite) = carrier.composite_provider() {
+            // A dependent definition: validated result classes, then one prepared submission.
+            let (outputs, classes) = composite.execute(carrier, &invocation)?;
+            (outputs, Some(classes))
+        } else {
+            let outputs = match carrier.kernel_execution_set() {
+                // A kernel-backed definition: its frozen patterns prepare in candidate order.
+                Some(kernels) => kernels.execute(&invocation)?,
+                None => carrier
+                    .dispatch_operation(self.shared_name())?
+                    .forward(&invocation)?,
+            };
+            (outputs, None)
         };
-        validate(&invocation, class, &outputs, &versions)?;
+        validate(
+            &invocation,
+            class,
+            result_classes.as_deref(),
+            &outputs,
+            &versions,
+        )?;
         if recording {
             crate::autograd::record(&invocation, &outputs)?;
         }
@@ -128,11 +142,13 @@ fn operand_versions(invocation: &ResolvedInvocation) -> impl Iterator<Item = u64
         .map(Tensor::version)
 }
 
-/// The publication check: results match their specifications exactly and no operand was
-/// mutated (a `ProviderContract` error otherwise).
+/// The publication check: results match their specifications exactly (on `class`, or on
+/// the declared `result_classes` of a composite provider) and no operand was mutated (a
+/// `ProviderContract` error otherwise).
 fn validate(
     invocation: &ResolvedInvocation,
     class: CarrierClass,
+    result_classes: Option<&[CarrierClass]>,
     outputs: &[Tensor],
     versions: &Versions,
 ) -> Result<()> {
@@ -169,8 +185,15 @@ fn validate(
             }
             continue;
         }
-        if output.carrier().class() != class {
-            return contract(format!("result {i} lives on {}", output.carrier().class()));
+        let expected = result_classes
+            .and_then(|c| c.get(i))
+            .copied()
+            .unwrap_or(class);
+        if output.carrier().class() != expected {
+            return contract(format!(
+                "result {i} lives on {}, expected {expected}",
+                output.carrier().class()
+            ));
         }
         if output.dtype() != spec.dtype() {
             return contract(format!(

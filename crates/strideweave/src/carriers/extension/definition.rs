@@ -5,11 +5,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::carrier::CarrierClass;
-use crate::carriers::extension::{CarrierFacet, KernelProvider, StorageProvider, TransferRoute};
+use crate::carriers::extension::{
+    CarrierFacet, CompositeProvider, KernelProvider, StorageProvider, TransferRoute,
+};
 use crate::error::{Error, Result};
 
-/// One carrier implementation: its storage provider, optional kernel provider and
-/// directional transfer routes and carrier-specific facets (composites arrive later).
+/// One carrier implementation: its storage provider, optional kernel provider (independent
+/// classes) or composite provider (dependent classes), directional transfer routes and
+/// carrier-specific facets.
 ///
 /// Seed rule: "CarrierDefinition(storage, ..., facets=()) SHALL describe one carrier
 /// implementation ... two facets of the same exact facet class SHALL fail with ValueError".
@@ -19,6 +22,7 @@ use crate::error::{Error, Result};
 pub struct CarrierDefinition {
     storage: StorageProvider,
     kernels: Option<KernelProvider>,
+    composite: Option<CompositeProvider>,
     facets: Arc<[Arc<dyn CarrierFacet>]>,
     transfers: Arc<[TransferRoute]>,
 }
@@ -34,6 +38,7 @@ impl CarrierDefinition {
         CarrierDefinition {
             storage,
             kernels: None,
+            composite: None,
             facets: Arc::from([]),
             transfers: Arc::from([]),
         }
@@ -53,6 +58,26 @@ impl CarrierDefinition {
         }
         Ok(CarrierDefinition {
             kernels: Some(provider),
+            ..self
+        })
+    }
+
+    /// This definition with `provider` as its composite provider: the dependent class derives
+    /// its per-instance capabilities and prepares its work through the instance's
+    /// dependencies.
+    ///
+    /// Seed rule: a dependent definition "SHALL supply a CompositeProvider" — one; a Type
+    /// error when this definition already has one. An independent class's definition with a
+    /// composite provider (or a dependent one with a kernel provider) is refused at
+    /// registration.
+    pub fn with_composite(self, provider: CompositeProvider) -> Result<CarrierDefinition> {
+        if self.composite.is_some() {
+            return Err(Error::Type(
+                "a carrier definition takes at most one CompositeProvider".to_string(),
+            ));
+        }
+        Ok(CarrierDefinition {
+            composite: Some(provider),
             ..self
         })
     }
@@ -79,6 +104,7 @@ impl CarrierDefinition {
         Ok(CarrierDefinition {
             storage: self.storage,
             kernels: self.kernels,
+            composite: self.composite,
             facets: all.into(),
             transfers: self.transfers,
         })
@@ -139,6 +165,11 @@ impl CarrierDefinition {
         self.kernels.as_ref()
     }
 
+    /// The composite provider, or `None` for an independent definition.
+    pub fn composite(&self) -> Option<&CompositeProvider> {
+        self.composite.as_ref()
+    }
+
     /// The facets, in registration order.
     pub fn facets(&self) -> &[Arc<dyn CarrierFacet>] {
         &self.facets
@@ -150,6 +181,7 @@ impl fmt::Debug for CarrierDefinition {
         f.debug_struct("CarrierDefinition")
             .field("storage", &self.storage)
             .field("kernels", &self.kernels)
+            .field("composite", &self.composite)
             .field(
                 "facets",
                 &self

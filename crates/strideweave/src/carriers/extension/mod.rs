@@ -6,6 +6,7 @@
 //! that is `strideweave::carriers::extension`. Registries and dispatch build on them.
 
 mod completion;
+mod composite;
 mod definition;
 mod execution_interface;
 mod facet;
@@ -18,6 +19,7 @@ mod transfer;
 mod unsupported;
 
 pub use completion::{CompletionCell, ProviderCompletion};
+pub use composite::{CompositePreparation, CompositeProvider};
 pub use definition::CarrierDefinition;
 pub use execution_interface::{
     ExecutionInterface, InterfaceHandle, InterfaceIdentity, KernelExecutionInterface,

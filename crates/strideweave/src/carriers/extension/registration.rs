@@ -13,13 +13,16 @@ static DEFINITIONS: LazyLock<RwLock<FxHashMap<CarrierClass, CarrierDefinition>>>
 
 /// Binds `definition` to exactly `class` (no other class, base or sibling, acquires it).
 ///
-/// Type errors, leaving every registry unchanged: a shipped class; a dependent class (a
-/// dependent definition needs a composite provider, which this delivery does not have yet);
+/// Type errors, leaving every registry unchanged: a shipped class; a dependent class whose
+/// definition has a kernel provider or no composite provider; an independent class whose
+/// definition has a composite provider;
 /// a class that already has a definition (the first stays); a class already observed on the
 /// definition-free path (constructed, capability-queried or declared, or given a move
 /// route); a transfer route whose source class is not exactly `class`. Registration is atomic: under a race exactly one registration wins. A storage-only
 /// definition is sealed at once: it declares no capability, so every plan of the class is an
-/// `UnsupportedOperationPlan` with a reason. A definition with a kernel provider stays open
+/// `UnsupportedOperationPlan` with a reason. A dependent (composite) class is sealed at once
+/// too at the class level (it declares nothing there); each instance answers from the
+/// capability snapshot its construction froze. A definition with a kernel provider stays open
 /// to kernel packs until the class's first observation (construction or capability query),
 /// which freezes the provider's patterns and the packs as one execution set.
 pub fn register_carrier_definition(
@@ -31,10 +34,25 @@ pub fn register_carrier_definition(
             "{class} is a shipped definition-free carrier class; it cannot take a carrier definition"
         )));
     }
-    if class.kind() == ClassKind::Dependent {
-        return Err(Error::Type(format!(
-            "{class} is a dependent carrier class: its definition needs a composite provider"
-        )));
+    match class.kind() {
+        ClassKind::Dependent if definition.kernels().is_some() => {
+            return Err(Error::Type(format!(
+                "{class} is a dependent carrier class: it derives execution from its \
+                 dependencies and takes no kernel provider"
+            )));
+        }
+        ClassKind::Dependent if definition.composite().is_none() => {
+            return Err(Error::Type(format!(
+                "{class} is a dependent carrier class: its definition needs a composite provider"
+            )));
+        }
+        ClassKind::Independent if definition.composite().is_some() => {
+            return Err(Error::Type(format!(
+                "{class} is an independent carrier class: its definition takes no composite \
+                 provider"
+            )));
+        }
+        _ => {}
     }
     if let Some(route) = definition
         .transfers()
@@ -50,6 +68,7 @@ pub fn register_carrier_definition(
     }
     let mut definitions = DEFINITIONS.write().unwrap_or_else(PoisonError::into_inner);
     class.mark_defined()?;
+    // Storage-only and composite classes declare nothing at the class level.
     let storage_only = definition.kernels().is_none();
     definitions.insert(class, definition);
     if storage_only {

@@ -1,0 +1,160 @@
+//! [`CompositeProvider`]: the execution part of a dependent carrier definition, deriving its
+//! reach and preparing its work through the instance's dependency carriers.
+
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
+
+use crate::carrier::{Carrier, CarrierClass};
+use crate::carriers::extension::{PreparedComposite, Unsupported};
+use crate::error::{Error, Result, UnsupportedOperationPlan};
+use crate::operation::{OperationCapability, ResolvedInvocation};
+use crate::tensor::Tensor;
+
+/// What a composite preparation returns: prepared work, or a rejection before submission.
+///
+/// Seed rule: `prepare(carrier, invocation) -> PreparedComposite | Unsupported`. Another
+/// return type (TypeError in the seed) cannot be produced: these are the only variants.
+#[derive(Debug)]
+pub enum CompositePreparation {
+    /// The prepared work, submitted once by the framework.
+    Composite(PreparedComposite),
+    /// The invocation is rejected before submission and public state change; dispatch fails
+    /// with `UnsupportedOperationPlan` carrying the reason.
+    Unsupported(Unsupported),
+}
+
+type CapabilitiesFn = dyn Fn(&Carrier) -> Result<Vec<OperationCapability>> + Send + Sync;
+type ResultCarriersFn =
+    dyn Fn(&Carrier, &ResolvedInvocation) -> Result<Vec<CarrierClass>> + Send + Sync;
+type CompositePrepareFn =
+    dyn Fn(&Carrier, &ResolvedInvocation) -> Result<CompositePreparation> + Send + Sync;
+
+struct CompositeInner {
+    capabilities: Box<CapabilitiesFn>,
+    result_carriers: Box<ResultCarriersFn>,
+    prepare: Box<CompositePrepareFn>,
+}
+
+/// The execution part of a dependent carrier definition.
+///
+/// Seed rule: `CompositeProvider(capabilities, result_carriers, prepare)` with three callables
+/// (enforced by the type system):
+///
+/// - `capabilities(carrier)`: the complete executable set of the constructed dependent
+///   `carrier`, called once at construction; a duplicate capability is a Value error; the
+///   set is sorted in the deterministic capability order and frozen for the instance;
+/// - `result_carriers(carrier, invocation)`: one exact result carrier class per
+///   `ResultSpec`, in result order; another count is a Value error, checked before `prepare`;
+/// - `prepare(carrier, invocation)`: prepared work preserving the invocation's semantics, or
+///   an [`Unsupported`] rejection (dispatch then fails with `UnsupportedOperationPlan`).
+///
+/// Other callback errors propagate; a panic becomes a Runtime error. The callbacks use the
+/// dependencies' public capability, dispatch, allocation and movement behavior (the
+/// dependencies are typically kept in the carrier's provider state, read with
+/// [`Carrier::with_provider_state`]); a dependent carrier never owns its dependencies'
+/// kernel packs. Cloning shares the provider.
+#[derive(Clone)]
+pub struct CompositeProvider {
+    inner: Arc<CompositeInner>,
+}
+
+/// Runs a provider callback, turning a panic into a Runtime error naming `what`.
+fn guarded<T>(what: &str, callback: impl FnOnce() -> Result<T>) -> Result<T> {
+    panic::catch_unwind(AssertUnwindSafe(callback)).unwrap_or_else(|payload| {
+        let detail = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-string panic payload".to_string());
+        Err(Error::Runtime(format!(
+            "CompositeProvider {what} panicked: {detail}"
+        )))
+    })
+}
+
+impl CompositeProvider {
+    /// The provider with the three callbacks, in the seed's order.
+    pub fn new<Capabilities, ResultCarriers, Prepare>(
+        capabilities: Capabilities,
+        result_carriers: ResultCarriers,
+        prepare: Prepare,
+    ) -> CompositeProvider
+    where
+        Capabilities: Fn(&Carrier) -> Result<Vec<OperationCapability>> + Send + Sync + 'static,
+        ResultCarriers:
+            Fn(&Carrier, &ResolvedInvocation) -> Result<Vec<CarrierClass>> + Send + Sync + 'static,
+        Prepare: Fn(&Carrier, &ResolvedInvocation) -> Result<CompositePreparation>
+            + Send
+            + Sync
+            + 'static,
+    {
+        CompositeProvider {
+            inner: Arc::new(CompositeInner {
+                capabilities: Box::new(capabilities),
+                result_carriers: Box::new(result_carriers),
+                prepare: Box::new(prepare),
+            }),
+        }
+    }
+
+    /// The frozen capability snapshot of the constructed dependent `carrier`: the callback's
+    /// answer, sorted; a duplicate is a Value error.
+    pub(crate) fn instance_capabilities(
+        &self,
+        carrier: &Carrier,
+    ) -> Result<Arc<[OperationCapability]>> {
+        let mut sorted = guarded("capabilities", || (self.inner.capabilities)(carrier))?;
+        sorted.sort_by(OperationCapability::cmp_order);
+        if let Some(pair) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::Value(format!(
+                "the composite provider of {} reported a duplicate capability: {}",
+                carrier.class(),
+                pair[0]
+            )));
+        }
+        Ok(sorted.into())
+    }
+
+    /// Executes `invocation` on the dependent `carrier`: validated result classes (one per
+    /// result), then preparation and one submission, waited. Returns the outputs and the
+    /// declared result classes.
+    pub(crate) fn execute(
+        &self,
+        carrier: &Carrier,
+        invocation: &ResolvedInvocation,
+    ) -> Result<(Vec<Tensor>, Vec<CarrierClass>)> {
+        let name = invocation.call().definition().name();
+        let classes = guarded("result_carriers", || {
+            (self.inner.result_carriers)(carrier, invocation)
+        })?;
+        let expected = invocation.results().len();
+        if classes.len() != expected {
+            return Err(Error::Value(format!(
+                "the composite provider of {} named {} result carrier classes for '{name}', \
+                 expected {expected}",
+                carrier.class(),
+                classes.len()
+            )));
+        }
+        let prepared = match guarded("prepare", || (self.inner.prepare)(carrier, invocation))? {
+            CompositePreparation::Unsupported(rejection) => {
+                return Err(Error::UnsupportedOperationPlan(
+                    UnsupportedOperationPlan::new(
+                        name,
+                        [format!("{}: {}", carrier.class(), rejection.reason())],
+                    ),
+                ))
+            }
+            CompositePreparation::Composite(prepared) => prepared,
+        };
+        let result = prepared.submit()?.wait()?;
+        Ok((result.outputs().to_vec(), classes))
+    }
+}
+
+impl fmt::Debug for CompositeProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompositeProvider").finish_non_exhaustive()
+    }
+}
