@@ -329,17 +329,25 @@ impl Carrier {
                 self.class()
             )));
         }
-        if lifecycle.mark_released() {
-            self.body().release()?;
-        }
-        Ok(())
+        self.release_once()
     }
 
     /// Releases a carrier claimed by the caller (a committing move), bypassing the claim
     /// check the public [`release`](Carrier::release) makes.
     pub(crate) fn release_claimed(&self) -> Result<()> {
-        if self.inner.lifecycle.mark_released() {
-            self.body().release()?;
+        self.release_once()
+    }
+
+    /// The single release transition: the first caller marks the carrier released and
+    /// releases the storage; when the storage refuses, the mark is undone so the carrier
+    /// stays live and the error propagates with nothing changed.
+    fn release_once(&self) -> Result<()> {
+        let lifecycle = &self.inner.lifecycle;
+        if lifecycle.mark_released() {
+            if let Err(error) = self.body().release() {
+                lifecycle.unmark_released();
+                return Err(error);
+            }
         }
         Ok(())
     }

@@ -63,6 +63,12 @@ impl Lifecycle {
     pub(crate) fn mark_released(&self) -> bool {
         self.set_unless(RELEASED, RELEASED).is_ok()
     }
+
+    /// Undoes [`mark_released`](Self::mark_released) after the storage refused to release,
+    /// so the carrier stays live and a later release calls the storage again.
+    pub(crate) fn unmark_released(&self) {
+        self.clear(RELEASED);
+    }
 }
 
 /// Proof that one carrier owns another (the seed's ownership token).
