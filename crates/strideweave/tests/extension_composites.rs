@@ -4,10 +4,14 @@
 //! before preparation, `Unsupported` rejection, and synchronous and pending composite work
 //! composed from a definition-free CPU dependency.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
+
+use common::{f32_storage, F32s};
 
 use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
 use strideweave::carriers::extension::{
@@ -62,33 +66,6 @@ fn tiers_storage() -> StorageProvider {
         },
         |state: &Tiers, index| state.slots()?.get(index),
         |state: &mut Tiers, index, value| state.slots()?.set(index, value),
-    )
-}
-
-/// Plain float storage for a storage-only independent dependency (it executes nothing).
-#[derive(Clone, Default)]
-struct F32s(Vec<f32>);
-
-fn f32_storage() -> StorageProvider {
-    StorageProvider::new(
-        |_: &F32s, dtype| dtype == DType::FLOAT32,
-        |state: &F32s| state.0.len() as i64,
-        |state: &mut F32s, slots| {
-            state.0 = vec![0.0; slots];
-            Ok(())
-        },
-        |state: &mut F32s| {
-            state.0.clear();
-            Ok(())
-        },
-        |state: &F32s, index| Ok(Value::Float(f64::from(state.0[index]))),
-        |state: &mut F32s, index, value| match value {
-            Value::Float(x) => {
-                state.0[index] = x as f32;
-                Ok(())
-            }
-            other => Err(Error::Type(format!("F32s stores floats, not {other:?}"))),
-        },
     )
 }
 

@@ -8,10 +8,14 @@
 //! an `Unsupported`, and a submission returns `Submitted<ProviderResult>`; no other value can
 //! be produced, so there is no run-time case to test.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
+
+use common::{f32_storage, F32s};
 
 use strideweave::carrier::{capabilities_for_carrier_class, Carrier, CarrierClass, ClassKind};
 use strideweave::carriers::extension::{
@@ -25,36 +29,9 @@ use strideweave::operation::{
 };
 use strideweave::{
     register_carrier_definition, register_kernel_pack, CarrierDefinition, DType, Error, ErrorKind,
-    KernelExecutionInterface, KernelPack, KernelPattern, KernelProvider, Result, Shape,
-    StorageProvider, Tensor, Unsupported, Value,
+    KernelExecutionInterface, KernelPack, KernelPattern, KernelProvider, Result, Shape, Tensor,
+    Unsupported, Value,
 };
-
-/// The provider-owned state of the test carriers.
-#[derive(Clone, Default)]
-struct F32s(Vec<f32>);
-
-fn storage() -> StorageProvider {
-    StorageProvider::new(
-        |_: &F32s, dtype| dtype == DType::FLOAT32,
-        |state: &F32s| state.0.len() as i64,
-        |state: &mut F32s, slots| {
-            state.0 = vec![0.0; slots];
-            Ok(())
-        },
-        |state: &mut F32s| {
-            state.0.clear();
-            Ok(())
-        },
-        |state: &F32s, index| Ok(Value::Float(f64::from(state.0[index]))),
-        |state: &mut F32s, index, value| match value {
-            Value::Float(x) => {
-                state.0[index] = x as f32;
-                Ok(())
-            }
-            other => Err(Error::Type(format!("F32s stores floats, not {other:?}"))),
-        },
-    )
-}
 
 /// A CUDA-like execution interface with an extra device facility.
 struct CudaInterface {
@@ -121,7 +98,7 @@ fn sorted(mut plans: Vec<OperationCapability>) -> Vec<OperationCapability> {
 /// Registers a kernel-backed definition for the (already minted) `class`.
 fn define(class: CarrierClass, interface: InterfaceHandle, patterns: Vec<KernelPattern>) {
     let provider = KernelProvider::new(interface, patterns).unwrap();
-    let definition = CarrierDefinition::new(storage())
+    let definition = CarrierDefinition::new(f32_storage())
         .with_kernels(provider)
         .unwrap();
     register_carrier_definition(class, definition).unwrap();
@@ -275,7 +252,7 @@ fn patterns_providers_and_packs_validate_their_fields() {
     assert!(duplicate.to_string().contains("'neg.k'"), "{duplicate}");
     let provider = KernelProvider::new(cuda("12.0"), [pattern.clone()]).unwrap();
     assert_eq!(provider.patterns().len(), 1);
-    let definition = CarrierDefinition::new(storage())
+    let definition = CarrierDefinition::new(f32_storage())
         .with_kernels(provider.clone())
         .unwrap();
     assert!(definition.kernels().is_some());
@@ -513,7 +490,7 @@ fn attach_a_cuda_kernel_pack_only_to_cuda_and_reject_it_on_metal() -> Result<()>
 fn reject_a_pack_on_a_composite_storage_only_undefined_or_shipped_class() -> Result<()> {
     let dependent = CarrierClass::mint("TiledAccel", ClassKind::Dependent);
     let storage_only = independent("StorageOnlyAccel");
-    register_carrier_definition(storage_only, CarrierDefinition::new(storage()))?;
+    register_carrier_definition(storage_only, CarrierDefinition::new(f32_storage()))?;
     let undefined = independent("UndefinedAccel");
     let shipped = CarrierClass::of::<Cpu>();
     for (class, needle) in [

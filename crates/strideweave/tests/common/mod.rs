@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use strideweave::carrier::{Carrier, ClassKind, DefinitionFreeCarrier};
+use strideweave::carriers::extension::StorageProvider;
 use strideweave::operation::{Operation, ResolvedInvocation};
 use strideweave::{DType, Error, Result, Tensor, Value};
 
@@ -201,4 +202,32 @@ impl DefinitionFreeCarrier for Composite {
 /// Float32 values as `Value`s.
 pub fn floats(values: &[f64]) -> Vec<Value> {
     values.iter().map(|v| Value::Float(*v)).collect()
+}
+
+/// The provider-owned state of the definition-backed test carriers: plain Float32 slots.
+#[derive(Clone, Default)]
+pub struct F32s(pub Vec<f32>);
+
+/// A storage provider over [`F32s`] that stores Float32 and rejects other values.
+pub fn f32_storage() -> StorageProvider {
+    StorageProvider::new(
+        |_: &F32s, dtype| dtype == DType::FLOAT32,
+        |state: &F32s| state.0.len() as i64,
+        |state: &mut F32s, slots| {
+            state.0 = vec![0.0; slots];
+            Ok(())
+        },
+        |state: &mut F32s| {
+            state.0.clear();
+            Ok(())
+        },
+        |state: &F32s, index| Ok(Value::Float(f64::from(state.0[index]))),
+        |state: &mut F32s, index, value| match value {
+            Value::Float(x) => {
+                state.0[index] = x as f32;
+                Ok(())
+            }
+            other => Err(Error::Type(format!("F32s stores floats, not {other:?}"))),
+        },
+    )
 }
