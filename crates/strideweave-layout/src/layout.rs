@@ -208,6 +208,17 @@ impl Layout {
         self.leaves.iter().copied()
     }
 
+    /// Whether this is exactly [`Layout::column_major`] of its own shape: every leaf's stride
+    /// is the product of the extents before it, so ordinal `i` lands on index `i`.
+    pub fn is_column_major(&self) -> bool {
+        let mut running = 1usize;
+        self.leaf_pairs().all(|(extent, stride)| {
+            let canonical = stride == running;
+            running = running.saturating_mul(extent);
+            canonical
+        })
+    }
+
     /// Top-level mode `k` as a layout of its own.
     pub fn mode(&self, k: usize) -> Result<Layout> {
         let spans = self.profile().modes();

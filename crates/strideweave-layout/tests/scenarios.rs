@@ -371,3 +371,16 @@ fn with_leaf_strides_pairs_a_shape_with_strides() {
         error(Layout::with_leaf_strides(shape(2), &[1, 2])).contains("has 1 leaves, got 2 strides")
     );
 }
+
+#[test]
+fn is_column_major_only_for_the_running_product_strides() {
+    assert!(layout("(2,3):(1,2)").is_column_major());
+    assert!(layout("(3,(2,4)):(1,(3,6))").is_column_major());
+    assert!(Layout::column_major(shape((1, 4))).is_column_major());
+    assert!(Layout::scalar().is_column_major());
+    // An extent-1 leaf with another stride is dense but not the canonical layout.
+    assert!(!layout("(1,4):(7,1)").is_column_major());
+    assert!(!layout("(2,3):(3,1)").is_column_major());
+    assert!(!layout("(2,3):(1,4)").is_column_major());
+    assert!(!layout("(4):(0)").is_column_major());
+}

@@ -2,7 +2,10 @@
 //!
 //! Each function calls its built-in definition (looked up once per process, not per call)
 //! through the same binding, planning, capability gate, dispatch and publication check as
-//! [`operation::call`](crate::operation::call), and returns the single result.
+//! [`operation::call`](crate::operation::call), and returns the single result. The Float32
+//! elementwise functions first try the direct path for tiny CPU operands of one canonical
+//! layout (at most 256 elements, nothing to record), which computes the identical result
+//! without the pipeline's fixed cost and otherwise defers to it.
 //!
 //! ```
 //! use strideweave::carriers::Cpu;
@@ -18,6 +21,7 @@ use std::sync::LazyLock;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::kernels::cpu::direct;
 use crate::operation::{
     operation_definition, Operand, OperandList, OperationDefinition, OptionValue,
     BUILTIN_OPERATIONS,
@@ -51,69 +55,81 @@ fn run(name: &str, operands: OperandList, options: &[(&str, OptionValue)]) -> Re
 }
 
 macro_rules! unary {
-    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident $(=> $direct:expr)?;)*) => {$(
         $(#[$doc])*
         pub fn $name(x: &Tensor) -> Result<Tensor> {
+            $(if let Some(result) = direct::unary(x, $direct) {
+                return Ok(result);
+            })?
             run(stringify!($name), OperandList::One([Operand::Tensor(x.clone())]), &[])
         }
     )*};
 }
 
 macro_rules! binary {
-    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident => $direct:expr;)*) => {$(
         $(#[$doc])*
         pub fn $name(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+            if let Some(result) = direct::binary(lhs, rhs, $direct) {
+                return Ok(result);
+            }
             run(stringify!($name), OperandList::Two([Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())]), &[])
         }
     )*};
 }
 
 macro_rules! tensor_and_operand {
-    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident $(=> $direct:expr)?;)*) => {$(
         $(#[$doc])*
         pub fn $name(lhs: &Tensor, rhs: impl Into<Operand>) -> Result<Tensor> {
-            run(stringify!($name), OperandList::Two([Operand::Tensor(lhs.clone()), rhs.into()]), &[])
+            let rhs = rhs.into();
+            $(if let Operand::Tensor(rhs) = &rhs {
+                if let Some(result) = direct::binary(lhs, rhs, $direct) {
+                    return Ok(result);
+                }
+            })?
+            run(stringify!($name), OperandList::Two([Operand::Tensor(lhs.clone()), rhs]), &[])
         }
     )*};
 }
 
 unary! {
     /// `-x` (Int32 checked).
-    neg;
+    neg => |a| -a;
     /// `|x|` (Int32 checked).
-    abs;
+    abs => f32::abs;
     /// `e^x`, in Float32.
-    exp;
+    exp => f32::exp;
     /// The natural logarithm, in Float32.
-    log;
+    log => f32::ln;
     /// The square root, in Float32.
-    sqrt;
+    sqrt => f32::sqrt;
     /// The hyperbolic tangent, in Float32.
-    tanh;
+    tanh => f32::tanh;
     /// `1 / (1 + e^-x)`, in Float32.
-    sigmoid;
+    sigmoid => |a| 1.0 / (1.0 + (-a).exp());
     /// `max(x, 0)`.
-    relu;
+    relu => direct::relu_f32;
     /// The maximum over mode 1 of a two-mode tensor.
     reduce_max;
 }
 
 binary! {
     /// `lhs + rhs`, broadcasting extent-1 leaves of the same tree.
-    add;
+    add => |a, b| a + b;
     /// `lhs - rhs`, broadcasting.
-    sub;
+    sub => |a, b| a - b;
     /// `lhs · rhs` elementwise, broadcasting.
-    elementwise_mul;
+    elementwise_mul => |a, b| a * b;
 }
 
 tensor_and_operand! {
     /// `lhs / rhs` in Float32; `rhs` is a tensor or a scalar.
-    div;
+    div => |a, b| a / b;
     /// The elementwise maximum; `rhs` is a tensor or a scalar.
-    maximum;
+    maximum => direct::maximum_f32;
     /// The elementwise minimum; `rhs` is a tensor or a scalar.
-    minimum;
+    minimum => direct::minimum_f32;
     /// `lhs == rhs` as Bool; `rhs` is a tensor or a scalar.
     eq;
     /// `lhs < rhs` as Bool; `rhs` is a tensor or a scalar.
@@ -124,7 +140,13 @@ tensor_and_operand! {
 
 /// `lhs · rhs` where either may be a scalar: tensor×tensor, tensor×scalar or scalar×tensor.
 pub fn mul(lhs: impl Into<Operand>, rhs: impl Into<Operand>) -> Result<Tensor> {
-    run("mul", OperandList::Two([lhs.into(), rhs.into()]), &[])
+    let (lhs, rhs) = (lhs.into(), rhs.into());
+    if let (Operand::Tensor(l), Operand::Tensor(r)) = (&lhs, &rhs) {
+        if let Some(result) = direct::binary(l, r, |a, b| a * b) {
+            return Ok(result);
+        }
+    }
+    run("mul", OperandList::Two([lhs, rhs]), &[])
 }
 
 /// `cond ? a : b` elementwise: `cond` is a Bool tensor, `a` and `b` are each a tensor or a

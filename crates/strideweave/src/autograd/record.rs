@@ -39,6 +39,7 @@ pub(crate) fn record(invocation: &ResolvedInvocation, outputs: &[Tensor]) -> Res
     let node = Node::new(name, inputs, outputs.len(), rule);
     for (i, output) in outputs.iter().enumerate() {
         if output.is_differentiable() {
+            output.mark_tracked();
             output.autograd().lock().grad_fn = Some((node.clone(), i));
         }
     }

@@ -29,6 +29,9 @@ impl Tensor {
     /// Whether this tensor takes part in differentiation: a leaf that asked for it, or the
     /// result of a recorded operation.
     pub fn requires_grad(&self) -> bool {
+        if !self.is_tracked() {
+            return false;
+        }
         let state = self.autograd().lock();
         state.requires_grad || state.grad_fn.is_some()
     }
@@ -38,6 +41,7 @@ impl Tensor {
     pub fn set_requires_grad(&self, requires: bool) -> Result<()> {
         if requires {
             self.require_differentiable("require gradients")?;
+            self.mark_tracked();
         }
         let mut state = self.autograd().lock();
         if state.grad_fn.is_some() {

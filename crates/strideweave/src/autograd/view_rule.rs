@@ -18,6 +18,7 @@ pub(crate) fn record_view(name: &'static str, source: &Tensor, view: Tensor) -> 
             layout: view.layout().clone(),
         };
         let node = Node::new(name.into(), vec![source.clone()], 1, Box::new(rule));
+        view.mark_tracked();
         view.autograd().lock().grad_fn = Some((node, 0));
     }
     view
@@ -71,6 +72,7 @@ impl BackwardRule for ViewRule {
 pub(crate) fn record_move(source: &Tensor, moved: &Tensor, grad_enabled: bool) {
     if grad_enabled && source.is_differentiable() && source.requires_grad() {
         let node = Node::new("move".into(), vec![source.clone()], 1, Box::new(MoveRule));
+        moved.mark_tracked();
         moved.autograd().lock().grad_fn = Some((node, 0));
     }
 }

@@ -436,18 +436,9 @@ fn first_tensor(call: &BoundOperationCall) -> Option<&Tensor> {
     call.operands().iter().find_map(Operand::as_tensor)
 }
 
-/// Whether `layout` is exactly `Layout::column_major(shape)`: the same shape, and each
-/// stride the product of the extents before it.
+/// Whether `layout` is exactly `Layout::column_major(shape)`.
 fn is_column_major_of(layout: &Layout, shape: &Shape) -> bool {
-    if layout.shape() != shape {
-        return false;
-    }
-    let mut running = 1usize;
-    layout.leaf_pairs().all(|(extent, stride)| {
-        let canonical = stride == running;
-        running = running.saturating_mul(extent);
-        canonical
-    })
+    layout.shape() == shape && layout.is_column_major()
 }
 
 /// The broadcast of `shapes` (semantics-operations.md §2b): identical nesting profiles, and

@@ -1,6 +1,7 @@
 //! `Tensor`: one subtensor `(carrier, offset, layout)` with its logical dtype.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use strideweave_layout::{Layout, Shape};
@@ -19,6 +20,9 @@ struct Inner {
     dtype: DType,
     /// Gradient bookkeeping (framework-owned; see the autograd module).
     autograd: Mutex<AutogradState>,
+    /// Set before the tensor first requires gradients or gets a producing node, and never
+    /// cleared: while it is false, `requires_grad()` is false without taking the lock.
+    tracked: AtomicBool,
 }
 
 /// A tensor: the value at coordinate `c` is `carrier[offset + layout(c)]`
@@ -72,6 +76,7 @@ impl Tensor {
                 layout,
                 dtype,
                 autograd: Mutex::new(AutogradState::default()),
+                tracked: AtomicBool::new(false),
             }),
         })
     }
@@ -149,6 +154,18 @@ impl Tensor {
         &self.inner.autograd
     }
 
+    /// Records that this tensor may take part in differentiation; called before its state
+    /// first says so (see [`Tensor::is_tracked`]).
+    pub(crate) fn mark_tracked(&self) {
+        self.inner.tracked.store(true, Ordering::Release);
+    }
+
+    /// `false` when this tensor has never required gradients nor had a producing node, so
+    /// its autograd state need not be locked to know it does not require gradients.
+    pub(crate) fn is_tracked(&self) -> bool {
+        self.inner.tracked.load(Ordering::Acquire)
+    }
+
     /// A new tensor object over the same slots, outside the autograd graph.
     pub(crate) fn clone_without_autograd(&self) -> Tensor {
         Tensor {
@@ -158,6 +175,7 @@ impl Tensor {
                 layout: self.inner.layout.clone(),
                 dtype: self.inner.dtype,
                 autograd: Mutex::new(AutogradState::default()),
+                tracked: AtomicBool::new(false),
             }),
         }
     }

@@ -170,7 +170,7 @@ fn describe_none<T>(_: T, _: T) -> String {
 
 /// `a > 0 ? a : 0`, NaN staying NaN.
 #[inline(always)]
-fn relu_f32(a: f32) -> f32 {
+pub(crate) fn relu_f32(a: f32) -> f32 {
     if a > 0.0 || a.is_nan() {
         a
     } else {

@@ -9,6 +9,7 @@
 //! strides. Each result is a fresh mutable CPU carrier of exactly the result layout's cosize
 //! (version 0) under the canonical layout; operands are never written.
 
+pub(crate) mod direct;
 mod elementwise;
 mod matmul;
 mod parallel;

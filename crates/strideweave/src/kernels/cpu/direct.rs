@@ -1,0 +1,102 @@
+//! The direct path of tiny Float32 elementwise operations on CPU tensors.
+//!
+//! For a handful of elements the general pipeline (binding, planning, the capability gate, a
+//! freshly dispatched operation, result validation) costs far more than the arithmetic
+//! (performance.md, "tiny-op dispatch"). When an [`ops`](crate::ops) call is exactly the
+//! common case, the typed function computes here instead, with the same observable outcome
+//! as the pipeline: a fresh mutable CPU carrier at version 0 holding the bit-identical
+//! Float32 results under the operands' own (canonical) layout, operands untouched, and no
+//! autograd node (the path refuses whenever one would be recorded). Anything else — another
+//! carrier class or dtype, differing or non-canonical layouts, a released operand, more than
+//! [`DIRECT_MAX`] elements, recording on — answers `None` and the caller takes the general
+//! pipeline, which also reports every error.
+
+use strideweave_layout::Layout;
+
+pub(crate) use super::elementwise::relu_f32;
+pub(crate) use crate::kernels::extrema::{maximum_f32, minimum_f32};
+
+use crate::autograd::is_grad_enabled;
+use crate::carriers::Cpu;
+use crate::dtype::DType;
+use crate::tensor::Tensor;
+
+/// The largest result, in elements, the direct path computes. Above it the vectorized and
+/// threaded kernels take over and the pipeline's fixed cost no longer matters.
+pub(crate) const DIRECT_MAX: usize = 256;
+
+/// `f` applied to every element of `x`, or `None` when `x` is not the direct case.
+pub(crate) fn unary(x: &Tensor, f: impl Fn(f32) -> f32) -> Option<Tensor> {
+    let (source, layout) = eligible(x)?;
+    if recording(&[x]) {
+        return None;
+    }
+    let range = x.offset()..x.offset() + layout.size();
+    compute(layout, |out| {
+        source
+            .with_f32(|xs| {
+                let xs = xs.get(range)?;
+                for (o, &a) in out.iter_mut().zip(xs) {
+                    *o = f(a);
+                }
+                Some(())
+            })
+            .ok()
+            .flatten()
+    })
+}
+
+/// `f` applied elementwise to `lhs` and `rhs`, or `None` when they are not the direct case
+/// (in particular when their layouts differ, which includes every broadcast).
+pub(crate) fn binary(lhs: &Tensor, rhs: &Tensor, f: impl Fn(f32, f32) -> f32) -> Option<Tensor> {
+    let (left, layout) = eligible(lhs)?;
+    let (right, other) = eligible(rhs)?;
+    if layout != other || recording(&[lhs, rhs]) {
+        return None;
+    }
+    let n = layout.size();
+    let (l, r) = (
+        lhs.offset()..lhs.offset() + n,
+        rhs.offset()..rhs.offset() + n,
+    );
+    compute(layout, |out| {
+        left.with_f32(|ls| {
+            right
+                .with_f32(|rs| {
+                    let (ls, rs) = (ls.get(l)?, rs.get(r)?);
+                    for ((o, &a), &b) in out.iter_mut().zip(ls).zip(rs) {
+                        *o = f(a, b);
+                    }
+                    Some(())
+                })
+                .ok()
+                .flatten()
+        })
+        .ok()
+        .flatten()
+    })
+}
+
+/// The CPU body and layout of a Float32 CPU tensor under a canonical layout of at most
+/// [`DIRECT_MAX`] elements.
+fn eligible(t: &Tensor) -> Option<(&Cpu, &Layout)> {
+    let layout = t.layout();
+    if t.dtype() != DType::FLOAT32 || layout.size() > DIRECT_MAX || !layout.is_column_major() {
+        return None;
+    }
+    Some((t.carrier().downcast_ref::<Cpu>()?, layout))
+}
+
+/// Whether the pipeline would record an autograd node for these operands.
+fn recording(operands: &[&Tensor]) -> bool {
+    is_grad_enabled() && operands.iter().any(|t| t.requires_grad())
+}
+
+/// A fresh CPU result under `layout` whose slots `fill` writes (`None` from `fill` or a
+/// failed allocation abandons the body before anything is published).
+fn compute(layout: &Layout, fill: impl FnOnce(&mut [f32]) -> Option<()>) -> Option<Tensor> {
+    let mut body = Cpu::zeroed(layout.size(), DType::FLOAT32).ok()?;
+    body.with_f32_exclusive(fill).ok()??;
+    let carrier = Cpu::wrap(body, DType::FLOAT32, true).ok()?;
+    Tensor::new(carrier, 0, layout.clone()).ok()
+}

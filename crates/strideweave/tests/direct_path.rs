@@ -1,0 +1,232 @@
+//! The direct path of the typed `ops` functions (tiny Float32 elementwise operations on CPU
+//! tensors of one canonical layout) against the general pipeline (`operation::call`): the
+//! same bits, layout, carrier class, version, mutability and freshness, and the general
+//! pipeline's behaviour — errors and autograd recording included — whenever the direct
+//! conditions do not hold.
+
+use proptest::prelude::*;
+use strideweave::carriers::{Cpu, Generic};
+use strideweave::operation::call;
+use strideweave::{ops, DType, ErrorKind, Layout, Result, Shape, Tensor, Value};
+
+type Unary = fn(&Tensor) -> Result<Tensor>;
+type Binary = fn(&Tensor, &Tensor) -> Result<Tensor>;
+
+const UNARY: [(&str, Unary); 8] = [
+    ("neg", ops::neg),
+    ("abs", ops::abs),
+    ("exp", ops::exp),
+    ("log", ops::log),
+    ("sqrt", ops::sqrt),
+    ("tanh", ops::tanh),
+    ("sigmoid", ops::sigmoid),
+    ("relu", ops::relu),
+];
+
+fn mul(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+    ops::mul(lhs, rhs)
+}
+fn div(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+    ops::div(lhs, rhs)
+}
+fn maximum(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+    ops::maximum(lhs, rhs)
+}
+fn minimum(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+    ops::minimum(lhs, rhs)
+}
+
+const BINARY: [(&str, Binary); 7] = [
+    ("add", ops::add),
+    ("sub", ops::sub),
+    ("elementwise_mul", ops::elementwise_mul),
+    ("mul", mul),
+    ("div", div),
+    ("maximum", maximum),
+    ("minimum", minimum),
+];
+
+/// A Float32 CPU tensor of `values` under the canonical layout of `shape`, `offset` slots
+/// into its carrier.
+fn cpu_tensor(values: &[f32], shape: &Shape, offset: usize) -> Result<Tensor> {
+    let mut slots = vec![-7.0f32; offset];
+    slots.extend_from_slice(values);
+    Tensor::new(
+        Cpu::from_f32(&slots, true)?,
+        offset,
+        Layout::column_major(shape.clone()),
+    )
+}
+
+fn bits(t: &Tensor) -> Result<Vec<u32>> {
+    t.to_values()?
+        .into_iter()
+        .map(|v| match v {
+            Value::Float(x) => Ok((x as f32).to_bits()),
+            other => panic!("expected a Float32 value, got {other:?}"),
+        })
+        .collect()
+}
+
+/// `fast` and `general` are the same fresh result, and `operands` kept their versions.
+fn assert_same_result(fast: &Tensor, general: &Tensor, operands: &[&Tensor]) -> Result<()> {
+    assert_eq!(bits(fast)?, bits(general)?);
+    assert_eq!(fast.layout(), general.layout());
+    assert_eq!(fast.dtype(), general.dtype());
+    assert_eq!(fast.offset(), 0);
+    assert_eq!(fast.carrier().class(), general.carrier().class());
+    assert_eq!(fast.carrier().size(), general.carrier().size());
+    assert_eq!(fast.version(), 0);
+    assert!(fast.carrier().is_mutable());
+    assert!(fast.is_leaf() && !fast.requires_grad());
+    for operand in operands {
+        assert!(!operand.carrier().same_as(fast.carrier()));
+        assert_eq!(operand.version(), 0);
+    }
+    Ok(())
+}
+
+fn special() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        4 => -1.0e3f32..1.0e3,
+        1 => Just(f32::NAN),
+        1 => Just(0.0f32),
+        1 => Just(-0.0f32),
+        1 => Just(f32::INFINITY),
+        1 => Just(f32::NEG_INFINITY),
+    ]
+}
+
+/// Shapes of up to 300 elements (the direct path stops at 256), flat and nested.
+fn shapes() -> impl Strategy<Value = Shape> {
+    prop_oneof![
+        (1usize..=300).prop_map(|n| Shape::new(n).expect("shape")),
+        (1usize..=16, 1usize..=18).prop_map(|(a, b)| Shape::new((a, b)).expect("shape")),
+        (1usize..=4, 1usize..=4, 1usize..=4)
+            .prop_map(|(a, b, c)| Shape::new((a, (b, c))).expect("shape")),
+    ]
+}
+
+fn case() -> impl Strategy<Value = (Shape, Vec<f32>, Vec<f32>, usize, usize)> {
+    shapes().prop_flat_map(|shape| {
+        let n = shape.size();
+        (
+            Just(shape),
+            prop::collection::vec(special(), n),
+            prop::collection::vec(special(), n),
+            0usize..3,
+            0usize..3,
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn typed_ops_equal_the_general_pipeline((shape, xs, ys, ox, oy) in case()) {
+        let x = cpu_tensor(&xs, &shape, ox)?;
+        let y = cpu_tensor(&ys, &shape, oy)?;
+        for (name, op) in UNARY {
+            let general = call(name, [x.clone().into()], &[])?.remove(0);
+            assert_same_result(&op(&x)?, &general, &[&x])?;
+        }
+        for (name, op) in BINARY {
+            let general = call(name, [x.clone().into(), y.clone().into()], &[])?.remove(0);
+            assert_same_result(&op(&x, &y)?, &general, &[&x, &y])?;
+            // The same tensor on both sides reads one carrier twice.
+            let general = call(name, [x.clone().into(), x.clone().into()], &[])?.remove(0);
+            assert_same_result(&op(&x, &x)?, &general, &[&x])?;
+        }
+    }
+}
+
+#[test]
+fn an_operand_requiring_gradients_is_recorded() -> Result<()> {
+    let shape = Shape::new(3)?;
+    let x = cpu_tensor(&[1.0, -2.0, 3.0], &shape, 0)?;
+    let y = cpu_tensor(&[0.5, 0.5, 0.5], &shape, 0)?;
+    x.set_requires_grad(true)?;
+    let z = ops::add(&x, &y)?;
+    assert_eq!(
+        z.grad_fn().map(|n| n.name().to_string()),
+        Some("add".into())
+    );
+    let r = ops::relu(&x)?;
+    assert_eq!(
+        r.grad_fn().map(|n| n.name().to_string()),
+        Some("relu".into())
+    );
+    // Under no_grad nothing is recorded, and the values are those of the pipeline.
+    let plain = {
+        let _guard = strideweave::autograd::no_grad();
+        ops::add(&x, &y)?
+    };
+    assert!(plain.grad_fn().is_none() && !plain.requires_grad());
+    assert_eq!(bits(&plain)?, bits(&z)?);
+    Ok(())
+}
+
+#[test]
+fn non_direct_operands_take_the_general_pipeline() -> Result<()> {
+    let shape = Shape::new((2, 3))?;
+    let x = cpu_tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &shape, 0)?;
+    // A row-major view: not canonical, computed by the general kernels.
+    let permuted = Tensor::new(x.carrier().clone(), 0, "(2,3):(3,1)".parse()?)?;
+    let sum = ops::add(&x, &permuted)?;
+    assert_eq!(
+        sum.to_values()?,
+        [2.0, 6.0, 5.0, 9.0, 8.0, 12.0].map(Value::Float).to_vec()
+    );
+    assert_eq!(
+        ops::neg(&permuted)?.to_values()?,
+        [-1.0, -4.0, -2.0, -5.0, -3.0, -6.0]
+            .map(Value::Float)
+            .to_vec()
+    );
+    // A broadcast (different layouts) is the general pipeline's.
+    let row = cpu_tensor(&[10.0, 20.0, 30.0], &Shape::new((1, 3))?, 0)?;
+    let broadcast = ops::add(&x, &row)?;
+    assert_eq!(
+        broadcast.to_values()?,
+        [11.0, 12.0, 23.0, 24.0, 35.0, 36.0]
+            .map(Value::Float)
+            .to_vec()
+    );
+    // Int32 keeps its overflow check.
+    let big = Tensor::compact(Cpu::from_i32(&[i32::MAX], true)?, Shape::new(1)?)?;
+    let one = Tensor::compact(Cpu::from_i32(&[1], true)?, Shape::new(1)?)?;
+    let error = ops::add(&big, &one).expect_err("Int32 overflow");
+    assert_eq!(error.kind(), ErrorKind::Overflow);
+    assert!(error.to_string().contains("2147483647 + 1"), "{error}");
+    Ok(())
+}
+
+#[test]
+fn errors_are_the_general_pipelines() -> Result<()> {
+    let shape = Shape::new(2)?;
+    let x = cpu_tensor(&[1.0, 2.0], &shape, 0)?;
+    let y = cpu_tensor(&[3.0, 4.0], &shape, 0)?;
+    let generic = Tensor::compact(
+        Generic::carrier(
+            &[Value::Float(1.0), Value::Float(2.0)],
+            DType::FLOAT32,
+            true,
+        )?,
+        shape.clone(),
+    )?;
+    let mixed = ops::add(&x, &generic).expect_err("mixed carriers");
+    let general =
+        call("add", [x.clone().into(), generic.clone().into()], &[]).expect_err("mixed carriers");
+    assert_eq!(mixed.kind(), ErrorKind::Type);
+    assert_eq!(mixed.to_string(), general.to_string());
+
+    y.carrier().release()?;
+    let released = ops::add(&x, &y).expect_err("released operand");
+    let general =
+        call("add", [x.clone().into(), y.clone().into()], &[]).expect_err("released operand");
+    assert_eq!(released.kind(), ErrorKind::Runtime);
+    assert_eq!(released.to_string(), general.to_string());
+    assert_eq!(x.version(), 0);
+    Ok(())
+}
