@@ -78,6 +78,15 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
         true
     }
 
+    /// Whether a write counts from the moment its transfer starts rather than when it
+    /// succeeds. A class whose writes can fail midway (a block device, where a failed
+    /// direct-I/O transfer may have changed some bytes) answers true, so that a failed write
+    /// still moves the version by one and tensors saved for gradients notice the possible
+    /// change (semantics-carriers.md §8). The default, false, counts successful writes only.
+    fn versions_at_transfer_start(&self) -> bool {
+        false
+    }
+
     /// The dispatch hook: a fresh [`Operation`] computing `name` on tensors of this class,
     /// or NotImplemented (the default) for an operation the class does not execute.
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
@@ -128,6 +137,9 @@ pub(crate) trait ErasedCarrier: Send + Sync {
     fn grows_as_destination(&self) -> bool;
     fn set_extent(&self, slots: usize, dtype: DType) -> Result<()>;
     fn supports_scatter(&self) -> bool;
+    fn versions_at_transfer_start(&self) -> bool {
+        false
+    }
     fn check_scatter_source(
         &self,
         source: CarrierClass,
@@ -189,6 +201,9 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
     }
     fn supports_scatter(&self) -> bool {
         DefinitionFreeCarrier::supports_scatter(self)
+    }
+    fn versions_at_transfer_start(&self) -> bool {
+        DefinitionFreeCarrier::versions_at_transfer_start(self)
     }
     fn check_scatter_source(
         &self,

@@ -271,15 +271,29 @@ impl Carrier {
         self.check_writable("write a slot")?;
         self.check_index(index)?;
         let value = self.inner.dtype.normalize(value)?;
-        self.body().write(index, value, self.inner.dtype)?;
-        self.bump_version();
-        Ok(())
+        self.counted_write(|body, dtype| body.write(index, value, dtype))
     }
 
     /// Writes many already-checked slots at once (scatter); bumps the version by 1.
     pub(crate) fn write_all(&self, writes: &[(usize, Value)]) -> Result<()> {
-        self.body().write_all(writes, self.inner.dtype)?;
-        self.bump_version();
+        self.counted_write(|body, dtype| body.write_all(writes, dtype))
+    }
+
+    /// Runs one body write and moves the version by 1: after it succeeds, or as it starts
+    /// for a class that counts writes from their transfer start (a failed block-device
+    /// write may have changed bytes).
+    fn counted_write(
+        &self,
+        write: impl FnOnce(&dyn ErasedCarrier, DType) -> Result<()>,
+    ) -> Result<()> {
+        let at_start = self.body().versions_at_transfer_start();
+        if at_start {
+            self.bump_version();
+        }
+        write(self.body(), self.inner.dtype)?;
+        if !at_start {
+            self.bump_version();
+        }
         Ok(())
     }
 

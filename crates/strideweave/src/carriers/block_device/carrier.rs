@@ -167,6 +167,12 @@ impl DefinitionFreeCarrier for BlockDeviceCarrier {
     fn supports_scatter(&self) -> bool {
         false
     }
+
+    /// A write is counted when its transfer starts (semantics-carriers.md §8): a transfer
+    /// that fails midway may have changed bytes on the device.
+    fn versions_at_transfer_start(&self) -> bool {
+        true
+    }
 }
 
 impl Drop for BlockDeviceCarrier {

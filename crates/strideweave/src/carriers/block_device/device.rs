@@ -870,7 +870,8 @@ mod tests {
             )),
             "{message}"
         );
-        assert_eq!(carrier.version(), 0);
+        // The write was counted when its transfer started (semantics-carriers.md §8).
+        assert_eq!(carrier.version(), 1);
         assert!(device.is_faulted());
         for error in [
             carrier.get(0).unwrap_err(),
