@@ -2,7 +2,11 @@
 //!
 //! Run it with `cargo run --release --example tour`. It grows with each capability of the
 //! runtime: the layout algebra every tensor is built on, then carriers, tensors, views and
-//! moves between carriers.
+//! moves between carriers, operations, autograd, and a third-party carrier added through the
+//! carrier extension (`device_carrier/mod.rs`, also run by `examples/custom_carrier.rs`).
+
+#[path = "device_carrier/mod.rs"]
+mod device_carrier;
 
 use strideweave::carriers::{Cpu, FileBacked};
 use strideweave::layout::{IndexMap, Layout, Shape, SliceKey};
@@ -18,6 +22,7 @@ fn main() -> Result<()> {
     tensors()?;
     operations()?;
     training()?;
+    extension()?;
     Ok(())
 }
 
@@ -106,6 +111,59 @@ fn training() -> Result<()> {
     println!(
         "   accuracy after training: {correct}/{N} = {:.1}%\n",
         100.0 * correct as f64 / N as f64
+    );
+    Ok(())
+}
+
+fn extension() -> Result<()> {
+    use device_carrier::{device_carrier, device_tensor, floats, neg, tiles_tensor, upload};
+    println!(
+        "7. The carrier extension: a third-party Device carrier defined through the public API."
+    );
+    let ext = device_carrier::DeviceExtension::register()?;
+    let runs = |counter| device_carrier::Counters::get(counter);
+    let x = device_tensor(ext.device, &[1.0, -2.0, 3.5, -4.0])?;
+    for capability in x.carrier().capabilities().iter() {
+        println!("   Device capability (the union of its kernel patterns' plans): {capability}");
+    }
+    println!(
+        "   neg of 4 elements = {:?}, by the pack's optimized kernel (runs: {})",
+        floats(&neg(&x)?)?,
+        runs(&ext.counters.fast_ran)
+    );
+    let y = device_tensor(ext.device, &[5.0, -6.0, 7.0])?;
+    println!(
+        "   neg of 3 elements = {:?}: the optimized kernel declined the misaligned size, the \
+         general one ran asynchronously on a worker thread (runs: {})",
+        floats(&neg(&y)?)?,
+        runs(&ext.counters.general_ran)
+    );
+    let on_cpu = Tensor::compact(Cpu::from_f32(&[0.25, 0.5, 0.75], true)?, Shape::new(3)?)?;
+    if let Err(error) = move_to(&on_cpu, &device_carrier(ext.device, &[0.0; 3])?) {
+        println!(
+            "   move CPU -> Device: refused ({:?}); routes start at the defining class, so only \
+             Device -> CPU has one",
+            error.kind()
+        );
+    }
+    let on_device = upload(ext.device, &on_cpu)?;
+    let back = move_to(&on_device, &Cpu::carrier(3, DType::FLOAT32, true, false)?)?;
+    println!(
+        "   CPU -> Device by upload, Device -> CPU by the Device's route: {:?} (Device source \
+         released: {})",
+        floats(&back)?,
+        on_device.carrier().is_released()
+    );
+    let info = on_device
+        .carrier()
+        .require_facet::<device_carrier::DeviceInfo>()?;
+    println!("   the DeviceInfo facet names the device: {}", info.name);
+    let z = tiles_tensor(ext.tiles, ext.device, &[0.5, 1.5, -2.5, 3.0])?;
+    let result = neg(&z)?;
+    println!(
+        "   DeviceTiles, a dependent carrier over a Device, forwards neg to it: {:?} on {}\n",
+        floats(&result)?,
+        result.carrier().class().name()
     );
     Ok(())
 }

@@ -12,6 +12,7 @@ use strideweave::carriers::extension::{
     self, CompletionCell, PreparedTransfer, Submitted, TransferPreparation, TransferProvider,
     TransferRequest,
 };
+use strideweave::carriers::Cpu;
 use strideweave::movement::{self, move_async, move_to, MoveHandle};
 use strideweave::{
     register_carrier_definition, CarrierDefinition, DType, Error, ErrorKind, Layout, Result,
@@ -534,5 +535,71 @@ fn dropping_the_handle_neither_cancels_nor_blocks() -> Result<()> {
         thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(values(&target)?, floats(&[6.0, 5.0]));
+    Ok(())
+}
+
+/// docs/extension-design.md, "CPU -> custom moves": a definition routes only from its own
+/// class and the definition-free CPU can neither take a definition nor register a move into a
+/// definition-backed class, so CPU -> D has no route even when D routes D -> CPU and permits
+/// elementwise fallback (fallback needs both exact classes definition-backed and opted in).
+#[test]
+fn a_move_from_the_cpu_into_a_definition_backed_class_has_no_route() -> Result<()> {
+    let (device, registered) = (mint("UploadTarget"), mint("UploadOwner"));
+    let cpu = CarrierClass::of::<Cpu>();
+    define(
+        device,
+        true,
+        vec![ready_route(device, cpu, "device-to-cpu")],
+    )?;
+
+    // The refused move changes neither carrier.
+    let values_on_cpu = [0.5f32, -1.5];
+    let source = Cpu::from_f32(&values_on_cpu, true)?;
+    let tensor = Tensor::new(source.clone(), 0, layout("2:1"))?;
+    let target = Carrier::create(device, Slots::default(), 2, DType::FLOAT32, true)?;
+    let error = move_to(&tensor, &target).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotImplemented, "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("no move route from CPU to UploadTarget"),
+        "{message}"
+    );
+    assert!(
+        message.contains("CPU is definition-free, UploadTarget permits elementwise fallback"),
+        "{message}"
+    );
+    assert!(!source.is_released());
+    assert_eq!((source.version(), target.version()), (0, 0));
+    assert_eq!(values(&target)?, floats(&[0.0, 0.0]));
+
+    // Neither side can declare the missing route: a definition's routes start at its own
+    // class, and the CPU cannot register a move operation into a definition-backed class.
+    let error = define(
+        registered,
+        false,
+        vec![ready_route(cpu, registered, "cpu-to-owner")],
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Type, "{error}");
+    assert!(!registered.is_definition_backed());
+    let error = movement::register_move_operation(
+        cpu,
+        device,
+        Arc::new(movement::ElementwiseMoveOperation),
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Type, "{error}");
+    assert!(movement::registered_move_operation(cpu, device).is_none());
+    assert!(move_to(&tensor, &target).is_err());
+
+    // Writing the slots through the destination's storage is the upload path, and the
+    // route takes the values back.
+    for (i, x) in values_on_cpu.iter().enumerate() {
+        target.set(i, Value::Float(f64::from(*x)))?;
+    }
+    let uploaded = Tensor::new(target.clone(), 0, layout("2:1"))?;
+    let back = move_to(&uploaded, &Cpu::carrier(2, DType::FLOAT32, true, false)?)?;
+    assert_eq!(back.to_values()?, floats(&[0.5, -1.5]));
+    assert!(target.is_released());
     Ok(())
 }

@@ -17,9 +17,16 @@ use crate::error::{Error, Result};
 /// Seed rule: "CarrierDefinition(storage, ..., facets=()) SHALL describe one carrier
 /// implementation ... two facets of the same exact facet class SHALL fail with ValueError".
 /// Fields are private with getters only; the facets are materialized once into an immutable
-/// slice. Cloning shares the definition.
+/// slice. Cloning shares the definition: one reference count, since a definition is cloned
+/// out of the registry on every construction of its class.
 #[derive(Clone)]
 pub struct CarrierDefinition {
+    parts: Arc<Parts>,
+}
+
+/// The fields of a [`CarrierDefinition`], shared by its clones.
+#[derive(Clone)]
+struct Parts {
     storage: StorageProvider,
     kernels: Option<KernelProvider>,
     composite: Option<CompositeProvider>,
@@ -36,11 +43,22 @@ impl CarrierDefinition {
     /// A storage-only definition with no facets.
     pub fn new(storage: StorageProvider) -> CarrierDefinition {
         CarrierDefinition {
-            storage,
-            kernels: None,
-            composite: None,
-            facets: Arc::from([]),
-            transfers: Arc::from([]),
+            parts: Arc::new(Parts {
+                storage,
+                kernels: None,
+                composite: None,
+                facets: Arc::from([]),
+                transfers: Arc::from([]),
+            }),
+        }
+    }
+
+    /// This definition with its fields changed by `change` (the builders' common step).
+    fn with(self, change: impl FnOnce(&mut Parts)) -> CarrierDefinition {
+        let mut parts = Arc::unwrap_or_clone(self.parts);
+        change(&mut parts);
+        CarrierDefinition {
+            parts: Arc::new(parts),
         }
     }
 
@@ -51,15 +69,12 @@ impl CarrierDefinition {
     /// error when this definition already has one. A dependent class's definition is
     /// refused at registration.
     pub fn with_kernels(self, provider: KernelProvider) -> Result<CarrierDefinition> {
-        if self.kernels.is_some() {
+        if self.parts.kernels.is_some() {
             return Err(Error::Type(
                 "a carrier definition takes at most one KernelProvider".to_string(),
             ));
         }
-        Ok(CarrierDefinition {
-            kernels: Some(provider),
-            ..self
-        })
+        Ok(self.with(|parts| parts.kernels = Some(provider)))
     }
 
     /// This definition with `provider` as its composite provider: the dependent class derives
@@ -71,15 +86,12 @@ impl CarrierDefinition {
     /// composite provider (or a dependent one with a kernel provider) is refused at
     /// registration.
     pub fn with_composite(self, provider: CompositeProvider) -> Result<CarrierDefinition> {
-        if self.composite.is_some() {
+        if self.parts.composite.is_some() {
             return Err(Error::Type(
                 "a carrier definition takes at most one CompositeProvider".to_string(),
             ));
         }
-        Ok(CarrierDefinition {
-            composite: Some(provider),
-            ..self
-        })
+        Ok(self.with(|parts| parts.composite = Some(provider)))
     }
 
     /// This definition with `facets` added (materialized once, in order).
@@ -90,7 +102,7 @@ impl CarrierDefinition {
         self,
         facets: impl IntoIterator<Item = Arc<dyn CarrierFacet>>,
     ) -> Result<CarrierDefinition> {
-        let mut all: Vec<Arc<dyn CarrierFacet>> = self.facets.iter().cloned().collect();
+        let mut all: Vec<Arc<dyn CarrierFacet>> = self.parts.facets.iter().cloned().collect();
         for facet in facets {
             let exact = facet_type(&facet);
             if all.iter().any(|existing| facet_type(existing) == exact) {
@@ -101,13 +113,7 @@ impl CarrierDefinition {
             }
             all.push(facet);
         }
-        Ok(CarrierDefinition {
-            storage: self.storage,
-            kernels: self.kernels,
-            composite: self.composite,
-            facets: all.into(),
-            transfers: self.transfers,
-        })
+        Ok(self.with(|parts| parts.facets = all.into()))
     }
 
     /// This definition with the transfer `routes` added (materialized once, in order).
@@ -120,7 +126,7 @@ impl CarrierDefinition {
         self,
         routes: impl IntoIterator<Item = TransferRoute>,
     ) -> Result<CarrierDefinition> {
-        let mut all: Vec<TransferRoute> = self.transfers.iter().cloned().collect();
+        let mut all: Vec<TransferRoute> = self.parts.transfers.iter().cloned().collect();
         for route in routes {
             let pair = (route.source_class(), route.destination_class());
             if let Some(existing) = all
@@ -137,60 +143,59 @@ impl CarrierDefinition {
             }
             all.push(route);
         }
-        Ok(CarrierDefinition {
-            transfers: all.into(),
-            ..self
-        })
+        Ok(self.with(|parts| parts.transfers = all.into()))
     }
 
     /// The transfer routes, in the order they were added.
     pub fn transfers(&self) -> &[TransferRoute] {
-        &self.transfers
+        &self.parts.transfers
     }
 
     /// The route to exactly `destination`, if the definition has one.
     pub fn transfer_route(&self, destination: CarrierClass) -> Option<&TransferRoute> {
-        self.transfers
+        self.parts
+            .transfers
             .iter()
             .find(|route| route.destination_class() == destination)
     }
 
     /// The storage provider.
     pub fn storage(&self) -> &StorageProvider {
-        &self.storage
+        &self.parts.storage
     }
 
     /// The kernel provider, or `None` for a storage-only definition.
     pub fn kernels(&self) -> Option<&KernelProvider> {
-        self.kernels.as_ref()
+        self.parts.kernels.as_ref()
     }
 
     /// The composite provider, or `None` for an independent definition.
     pub fn composite(&self) -> Option<&CompositeProvider> {
-        self.composite.as_ref()
+        self.parts.composite.as_ref()
     }
 
     /// The facets, in registration order.
     pub fn facets(&self) -> &[Arc<dyn CarrierFacet>] {
-        &self.facets
+        &self.parts.facets
     }
 }
 
 impl fmt::Debug for CarrierDefinition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CarrierDefinition")
-            .field("storage", &self.storage)
-            .field("kernels", &self.kernels)
-            .field("composite", &self.composite)
+            .field("storage", &self.parts.storage)
+            .field("kernels", &self.parts.kernels)
+            .field("composite", &self.parts.composite)
             .field(
                 "facets",
                 &self
+                    .parts
                     .facets
                     .iter()
                     .map(|x| x.facet_name())
                     .collect::<Vec<_>>(),
             )
-            .field("transfers", &self.transfers)
+            .field("transfers", &self.parts.transfers)
             .finish()
     }
 }

@@ -176,9 +176,15 @@ impl fmt::Display for InterfaceIdentity {
 /// Seed rule: the interface is immutable and its identity is `(type(interface),
 /// interface.version)`. The handle captures that identity once at construction, so it is
 /// stable for the handle's life; cloning is cheap and shares the same interface instance (the
-/// seed's "exact interface instance owned by the carrier's KernelProvider").
+/// seed's "exact interface instance owned by the carrier's KernelProvider"). A clone is one
+/// reference count: every prepared kernel clones the provider's handle.
 #[derive(Clone)]
 pub struct InterfaceHandle {
+    shared: Arc<Shared>,
+}
+
+/// What the clones of one [`InterfaceHandle`] share.
+struct Shared {
     interface: Arc<dyn ExecutionInterface>,
     any: Arc<dyn Any + Send + Sync>,
     identity: InterfaceIdentity,
@@ -194,45 +200,47 @@ impl InterfaceHandle {
         check_version(identity.version(), identity.type_name())?;
         let interface = Arc::new(interface);
         Ok(InterfaceHandle {
-            any: Arc::clone(&interface) as Arc<dyn Any + Send + Sync>,
-            interface,
-            identity,
+            shared: Arc::new(Shared {
+                any: Arc::clone(&interface) as Arc<dyn Any + Send + Sync>,
+                interface,
+                identity,
+            }),
         })
     }
 
     /// The compatibility identity `(exact type, version)` (seed: additions to a concrete
     /// interface do not change it).
     pub fn identity(&self) -> &InterfaceIdentity {
-        &self.identity
+        &self.shared.identity
     }
 
     /// The interface version (seed: `interface.version`).
     pub fn version(&self) -> &str {
-        self.identity.version()
+        self.shared.identity.version()
     }
 
     /// The interface as its exact concrete type `T`, or `None` for any other type (seed:
     /// facilities belong to "that exact carrier"'s concrete interface type).
     pub fn downcast_ref<T: ExecutionInterface>(&self) -> Option<&T> {
-        self.any.downcast_ref::<T>()
+        self.shared.any.downcast_ref::<T>()
     }
 
     /// The interface through its trait.
     pub fn as_interface(&self) -> &dyn ExecutionInterface {
-        &*self.interface
+        &*self.shared.interface
     }
 
     /// Whether both handles share the very same interface instance (seed: a pattern receives
     /// "the exact interface instance owned by the carrier's KernelProvider").
     pub fn same_instance(&self, other: &InterfaceHandle) -> bool {
-        Arc::ptr_eq(&self.any, &other.any)
+        Arc::ptr_eq(&self.shared.any, &other.shared.any)
     }
 }
 
 impl fmt::Debug for InterfaceHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("InterfaceHandle")
-            .field(&self.identity)
+            .field(&self.shared.identity)
             .finish()
     }
 }

@@ -386,13 +386,17 @@ impl ExecutionSet {
                 }
                 Preparation::Kernel(kernel) => kernel,
             };
-            if kernel.interface().identity() != self.interface.identity() {
+            // The provider's own instance (the usual case) needs no identity comparison.
+            let interface = kernel.interface();
+            if !interface.same_instance(&self.interface)
+                && interface.identity() != self.interface.identity()
+            {
                 return Err(Error::Type(format!(
                     "kernel '{}' of {} prepared work for interface {}, but the provider's \
                      interface is {}",
                     pattern.kernel_id(),
                     self.class,
-                    kernel.interface().identity(),
+                    interface.identity(),
                     self.interface.identity()
                 )));
             }
