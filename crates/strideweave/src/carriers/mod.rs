@@ -1,6 +1,8 @@
-//! The shipped carriers. All are definition-free and closed: a new carrier is a sibling type
-//! implementing [`DefinitionFreeCarrier`](crate::carrier::DefinitionFreeCarrier), never a
-//! variant of these.
+//! The shipped carriers. All but [`TiledEvictable`] are definition-free and closed: a new
+//! carrier is a sibling type implementing
+//! [`DefinitionFreeCarrier`](crate::carrier::DefinitionFreeCarrier), never a variant of these.
+//! [`TiledEvictable`] is the one shipped definition-backed carrier; it registers its
+//! `CarrierDefinition` through the public [`extension`] surface.
 
 mod block_device;
 mod cpu;
@@ -8,6 +10,7 @@ mod evictable;
 pub mod extension;
 mod file_backed;
 mod generic;
+mod tiled;
 
 use std::any::TypeId;
 
@@ -16,6 +19,10 @@ pub use cpu::Cpu;
 pub use evictable::Evictable;
 pub use file_backed::FileBacked;
 pub use generic::Generic;
+pub use tiled::{
+    AwaitResidency, ResidencyPlan, ResidencyPolicy, ResidencyPurpose, TileLocation, TileResidency,
+    TileSelection, TileSet, TileState, TiledEvictable,
+};
 
 /// Whether `type_id` is one of the shipped carrier types.
 pub(crate) fn is_shipped(type_id: TypeId) -> bool {

@@ -1,0 +1,150 @@
+//! [`TileResidency`]: the tiled-residency facet of the TiledEvictable definition.
+
+use std::sync::Arc;
+
+use crate::carrier::Carrier;
+use crate::carriers::extension::CarrierFacet;
+use crate::carriers::tiled::tile_table::{Direction, TileEntry, TileTable};
+use crate::carriers::tiled::tiled_state::TiledState;
+use crate::carriers::tiled::{
+    AwaitResidency, ResidencyPlan, ResidencyPurpose, TileLocation, TileSet, TileState,
+};
+use crate::error::{Error, Result};
+
+/// The carrier-specific residency control plane of a TiledEvictable: tile states, promotion
+/// and eviction, and residency planning.
+///
+/// Seed rule: "A CarrierFacet SHALL own only its declared carrier-specific behavior" — this
+/// facet never changes dtype support, capabilities, routes or operation meaning. Only the
+/// TiledEvictable definition registers it, so `carrier.facet::<TileResidency>()` is `None` and
+/// `require_facet` a NotImplemented error for every other carrier (seed scenario "Query an
+/// absent residency facet"). The `TiledEvictable::*` functions delegate to it.
+///
+/// ```
+/// use strideweave::carriers::{Generic, TileLocation, TileResidency, TiledEvictable};
+/// use strideweave::DType;
+/// let values: Vec<_> = (0..4).map(|i| (i as f64).into()).collect();
+/// let primary = Generic::carrier(&values, DType::FLOAT32, true)?;
+/// let secondary = Generic::carrier(&[], DType::FLOAT32, true)?;
+/// let tiled = TiledEvictable::carrier(&primary, &secondary, &[2], &[2], None)?;
+/// let residency = tiled.require_facet::<TileResidency>()?;
+/// assert_eq!(residency.tile_state(&tiled, &[1])?.location(), TileLocation::Primary);
+/// assert!(primary.facet::<TileResidency>().is_none());
+/// # Ok::<(), strideweave::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct TileResidency {
+    _private: (),
+}
+
+impl CarrierFacet for TileResidency {}
+
+impl TileResidency {
+    pub(crate) fn new() -> TileResidency {
+        TileResidency { _private: () }
+    }
+
+    /// The tile table of the TiledEvictable `carrier` (Type for another carrier).
+    pub(crate) fn table(carrier: &Carrier) -> Result<Arc<TileTable>> {
+        carrier
+            .with_provider_state(|state: &TiledState| state.table().cloned())
+            .map_err(|_| {
+                Error::Type(format!(
+                    "expected a TiledEvictable carrier, got {}",
+                    carrier.class()
+                ))
+            })?
+    }
+
+    /// The state of the tile at `coord` (semantics §5 `tile_state`): Value for a wrong rank,
+    /// Index outside the grid.
+    pub fn tile_state(&self, carrier: &Carrier, coord: &[usize]) -> Result<TileState> {
+        TileResidency::table(carrier)?.tile_state(coord)
+    }
+
+    /// The tiles at `location` (semantics §5 `*_tiles`).
+    pub fn tiles_at(&self, carrier: &Carrier, location: TileLocation) -> Result<TileSet> {
+        Ok(TileResidency::table(carrier)?.tiles_where(|e: &TileEntry| e.location == location))
+    }
+
+    /// The dirty tiles.
+    pub fn dirty_tiles(&self, carrier: &Carrier) -> Result<TileSet> {
+        Ok(TileResidency::table(carrier)?.tiles_where(|e: &TileEntry| e.dirty))
+    }
+
+    fn request(
+        &self,
+        carrier: &Carrier,
+        tiles: &TileSet,
+        direction: Direction,
+    ) -> Result<AwaitResidency> {
+        let table = TileResidency::table(carrier)?;
+        if carrier.is_released() {
+            return Err(Error::Runtime(format!(
+                "cannot {} tiles of a released TiledEvictable",
+                direction.verb()
+            )));
+        }
+        table.request(tiles, direction)
+    }
+
+    /// Starts promoting `tiles` to the primary tier; see `TiledEvictable::promote_async`.
+    pub fn promote_async(&self, carrier: &Carrier, tiles: &TileSet) -> Result<AwaitResidency> {
+        self.request(carrier, tiles, Direction::Promote)
+    }
+
+    /// Starts evicting `tiles` to the secondary tier; see `TiledEvictable::evict_async`.
+    pub fn evict_async(&self, carrier: &Carrier, tiles: &TileSet) -> Result<AwaitResidency> {
+        self.request(carrier, tiles, Direction::Evict)
+    }
+
+    /// The corrected residency plan for `required`; see `TiledEvictable::plan_residency`.
+    pub fn plan_residency(
+        &self,
+        carrier: &Carrier,
+        required: &TileSet,
+        purpose: ResidencyPurpose,
+    ) -> Result<ResidencyPlan> {
+        let table = TileResidency::table(carrier)?;
+        let grid = table.grid();
+        for coord in required.coordinates() {
+            grid.tile_index(coord)?;
+        }
+        let at = |location: TileLocation| table.tiles_where(|e: &TileEntry| e.location == location);
+        let (primary, implicit, invalid) = (
+            at(TileLocation::Primary),
+            at(TileLocation::Implicit),
+            at(TileLocation::Invalid),
+        );
+        if let Some(tile) = required.intersection(&invalid).coordinates().first() {
+            return Err(Error::Runtime(format!(
+                "tile {tile:?} is required but invalid (it has no valid copy to make resident)"
+            )));
+        }
+        let suggested = match table.policy() {
+            Some(policy) => policy.plan(required, purpose)?,
+            None => ResidencyPlan::new(TileSet::empty(), TileSet::empty(), TileSet::empty())?,
+        };
+        for set in [suggested.promote(), suggested.retain(), suggested.evict()] {
+            for coord in set.coordinates() {
+                grid.tile_index(coord)?;
+            }
+        }
+        let promote = suggested
+            .promote()
+            .union(required)?
+            .difference(&primary)
+            .difference(&implicit)
+            .difference(&invalid);
+        let retain = suggested
+            .retain()
+            .union(&required.intersection(&primary))?
+            .intersection(&primary);
+        let evict = suggested
+            .evict()
+            .intersection(&primary)
+            .difference(required)
+            .difference(&retain);
+        ResidencyPlan::new(promote, retain, evict)
+    }
+}

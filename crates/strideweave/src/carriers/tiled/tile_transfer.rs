@@ -1,0 +1,163 @@
+//! [`TileTransfer`]: copying one tile's valid copy to the other tier through the tiers' public
+//! behaviour (factories, element access and movement).
+
+use crate::autograd::no_grad;
+use crate::carrier::{Carrier, OwnershipToken};
+use crate::carriers::tiled::tile_copy::{Tier, TileCopy};
+use crate::carriers::tiled::tile_grid::TileGrid;
+use crate::error::Result;
+use crate::movement::{move_async, move_to, MoveHandle};
+use crate::tensor::Tensor;
+use crate::Layout;
+
+/// The work started for one tile.
+enum Work {
+    /// A tier move of the tile's own carrier into a fresh carrier of the destination tier
+    /// (the move releases the source at its commit).
+    Moving(MoveHandle),
+    /// The tile's seed slots, already copied element by element into `destination` (a move
+    /// would release the whole seed tier, so seed copies are read slot by slot).
+    Copied(Carrier),
+}
+
+/// One tile on its way from tier `from` to tier `to`.
+pub(crate) struct TileTransfer {
+    tile: usize,
+    from: Tier,
+    to: Tier,
+    source: TileCopy,
+    work: Work,
+}
+
+/// How one transfer ended once waited.
+pub(crate) enum Landed {
+    /// The tile's contents are in `destination`, a carrier of the destination tier; a moved
+    /// source is released, a copied one is still intact.
+    Arrived(Carrier),
+    /// The transfer failed; the source copy is intact.
+    Failed(crate::Error),
+}
+
+/// The flat layout of a tile carrier.
+fn tile_layout(grid: &TileGrid) -> Result<Layout> {
+    Ok(Layout::from_flat(&[grid.tile_size()], &[1])?)
+}
+
+impl TileTransfer {
+    /// Starts copying `tile`'s `source` copy from tier `from` (owned through `from_token`) to
+    /// a fresh carrier made by the factory of the tier owned through `to_token`.
+    ///
+    /// Errors from the factory, a seed read, a destination write or the move's pre-submission
+    /// checks return here with nothing changed (a fresh destination is released).
+    pub(crate) fn start(
+        grid: &TileGrid,
+        tile: usize,
+        (from, from_token): (Tier, &OwnershipToken),
+        (to, to_token): (Tier, &OwnershipToken),
+        source: TileCopy,
+    ) -> Result<TileTransfer> {
+        // Residency records no autograd node: the move runs with recording off.
+        let _grad = no_grad();
+        let size = grid.tile_size();
+        let fresh = to_token.carrier().allocate_like(size, true, None, true)?;
+        let work = match &source {
+            TileCopy::Own(carrier) => {
+                let started = tile_layout(grid)
+                    .and_then(|layout| Tensor::new(carrier.clone(), 0, layout))
+                    .and_then(|tensor| move_async(&tensor, &fresh));
+                match started {
+                    Ok(handle) => Work::Moving(handle),
+                    Err(error) => {
+                        let _ = fresh.release();
+                        return Err(error);
+                    }
+                }
+            }
+            TileCopy::Seed => {
+                let copied = (0..size).try_for_each(|local| {
+                    let value = from_token.carrier().get(grid.join(tile, local))?;
+                    fresh.set(local, value)
+                });
+                if let Err(error) = copied {
+                    let _ = fresh.release();
+                    return Err(error);
+                }
+                Work::Copied(fresh)
+            }
+        };
+        Ok(TileTransfer {
+            tile,
+            from,
+            to,
+            source,
+            work,
+        })
+    }
+
+    /// The tile index.
+    pub(crate) fn tile(&self) -> usize {
+        self.tile
+    }
+
+    /// The source tier.
+    pub(crate) fn from(&self) -> Tier {
+        self.from
+    }
+
+    /// The destination tier.
+    pub(crate) fn to(&self) -> Tier {
+        self.to
+    }
+
+    /// The source copy.
+    pub(crate) fn source(&self) -> &TileCopy {
+        &self.source
+    }
+
+    /// Whether the transfer has reached its terminal outcome.
+    pub(crate) fn is_done(&self) -> bool {
+        match &self.work {
+            Work::Moving(handle) => handle.done(),
+            Work::Copied(_) => true,
+        }
+    }
+
+    /// Blocks until the transfer is terminal.
+    pub(crate) fn land(&self) -> Landed {
+        match &self.work {
+            Work::Moving(handle) => match handle.wait() {
+                Ok(moved) => Landed::Arrived(moved.carrier().clone()),
+                Err(error) => Landed::Failed(error),
+            },
+            Work::Copied(destination) => Landed::Arrived(destination.clone()),
+        }
+    }
+
+    /// Whether the source copy was consumed (released) by a successful move.
+    pub(crate) fn consumed_source(&self) -> bool {
+        matches!(self.work, Work::Moving(_))
+    }
+}
+
+/// Moves a landed tile back from `destination` into a fresh carrier of the source tier (the
+/// compensation of a request that failed elsewhere): the new own copy on the source tier.
+pub(crate) fn move_back(
+    grid: &TileGrid,
+    destination: &Carrier,
+    source_tier: &OwnershipToken,
+) -> Result<Carrier> {
+    let _grad = no_grad();
+    let fresh = source_tier
+        .carrier()
+        .allocate_like(grid.tile_size(), true, None, true)?;
+    let moved = tile_layout(grid)
+        .and_then(|layout| Tensor::new(destination.clone(), 0, layout))
+        .and_then(|tensor| move_to(&tensor, &fresh));
+    match moved {
+        Ok(_) => Ok(fresh),
+        Err(error) => {
+            let _ = fresh.release();
+            Err(error)
+        }
+    }
+}
