@@ -95,7 +95,7 @@ macro_rules! tensor_and_operand {
 
 unary! {
     /// `-x` (Int32 checked).
-    neg => |a| -a;
+    neg => direct::neg;
     /// `|x|` (Int32 checked).
     abs => f32::abs;
     /// `e^x`, in Float32.
@@ -107,7 +107,7 @@ unary! {
     /// The hyperbolic tangent, in Float32.
     tanh => f32::tanh;
     /// `1 / (1 + e^-x)`, in Float32.
-    sigmoid => |a| 1.0 / (1.0 + (-a).exp());
+    sigmoid => direct::sigmoid;
     /// `max(x, 0)`.
     relu => direct::relu_f32;
     /// The maximum over mode 1 of a two-mode tensor.
@@ -116,16 +116,16 @@ unary! {
 
 binary! {
     /// `lhs + rhs`, broadcasting extent-1 leaves of the same tree.
-    add => |a, b| a + b;
+    add => direct::add;
     /// `lhs - rhs`, broadcasting.
-    sub => |a, b| a - b;
+    sub => direct::sub;
     /// `lhs · rhs` elementwise, broadcasting.
-    elementwise_mul => |a, b| a * b;
+    elementwise_mul => direct::mul;
 }
 
 tensor_and_operand! {
     /// `lhs / rhs` in Float32; `rhs` is a tensor or a scalar.
-    div => |a, b| a / b;
+    div => direct::div;
     /// The elementwise maximum; `rhs` is a tensor or a scalar.
     maximum => direct::maximum_f32;
     /// The elementwise minimum; `rhs` is a tensor or a scalar.
@@ -142,7 +142,7 @@ tensor_and_operand! {
 pub fn mul(lhs: impl Into<Operand>, rhs: impl Into<Operand>) -> Result<Tensor> {
     let (lhs, rhs) = (lhs.into(), rhs.into());
     if let (Operand::Tensor(l), Operand::Tensor(r)) = (&lhs, &rhs) {
-        if let Some(result) = direct::binary(l, r, |a, b| a * b) {
+        if let Some(result) = direct::binary(l, r, direct::mul) {
             return Ok(result);
         }
     }

@@ -1,8 +1,9 @@
-//! The direct path of the typed `ops` functions (tiny Float32 elementwise operations on CPU
-//! tensors of one canonical layout) against the general pipeline (`operation::call`): the
-//! same bits, layout, carrier class, version, mutability and freshness, and the general
-//! pipeline's behaviour — errors and autograd recording included — whenever the direct
-//! conditions do not hold.
+//! The direct path of tiny Float32 elementwise operations on CPU tensors of one canonical
+//! layout, taken by the typed `ops` functions and by the CPU kernels: against the
+//! per-element formulas of docs/kernel-semantics.md, bit for bit, on both sides of the
+//! 256-element limit, with the layout, carrier class, version, mutability and freshness of
+//! the general pipeline (`operation::call`), and the general pipeline's behaviour — errors
+//! and autograd recording included — whenever the direct conditions do not hold.
 
 use proptest::prelude::*;
 use strideweave::carriers::{Cpu, Generic};
@@ -68,6 +69,51 @@ fn bits(t: &Tensor) -> Result<Vec<u32>> {
         .collect()
 }
 
+/// The per-element formula of the unary `name` (docs/kernel-semantics.md).
+fn unary_formula(name: &str) -> fn(f32) -> f32 {
+    match name {
+        "neg" => |a| -a,
+        "abs" => f32::abs,
+        "exp" => f32::exp,
+        "log" => f32::ln,
+        "sqrt" => f32::sqrt,
+        "tanh" => f32::tanh,
+        "sigmoid" => |a| 1.0 / (1.0 + (-a).exp()),
+        "relu" => |a| if a > 0.0 || a.is_nan() { a } else { 0.0 },
+        other => panic!("no formula for {other}"),
+    }
+}
+
+/// The per-element formula of the binary `name`: IEEE arithmetic, and IEEE 754-2019
+/// maximum/minimum (the first NaN operand propagates, +0.0 is above -0.0).
+fn binary_formula(name: &str) -> fn(f32, f32) -> f32 {
+    match name {
+        "add" => |a, b| a + b,
+        "sub" => |a, b| a - b,
+        "elementwise_mul" | "mul" => |a, b| a * b,
+        "div" => |a, b| a / b,
+        "maximum" => |a, b| {
+            if a.is_nan() {
+                a
+            } else if b.is_nan() || b > a || (b == a && a.is_sign_negative()) {
+                b
+            } else {
+                a
+            }
+        },
+        "minimum" => |a, b| {
+            if a.is_nan() {
+                a
+            } else if b.is_nan() || b < a || (b == a && b.is_sign_negative()) {
+                b
+            } else {
+                a
+            }
+        },
+        other => panic!("no formula for {other}"),
+    }
+}
+
 /// `fast` and `general` are the same fresh result, and `operands` kept their versions.
 fn assert_same_result(fast: &Tensor, general: &Tensor, operands: &[&Tensor]) -> Result<()> {
     assert_eq!(bits(fast)?, bits(general)?);
@@ -124,18 +170,26 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn typed_ops_equal_the_general_pipeline((shape, xs, ys, ox, oy) in case()) {
+    fn typed_ops_and_kernels_compute_the_formulas((shape, xs, ys, ox, oy) in case()) {
         let x = cpu_tensor(&xs, &shape, ox)?;
         let y = cpu_tensor(&ys, &shape, oy)?;
         for (name, op) in UNARY {
+            let f = unary_formula(name);
+            let expected: Vec<u32> = xs.iter().map(|&a| f(a).to_bits()).collect();
             let general = call(name, [x.clone().into()], &[])?.remove(0);
+            prop_assert_eq!(&bits(&general)?, &expected, "call('{}')", name);
             assert_same_result(&op(&x)?, &general, &[&x])?;
         }
         for (name, op) in BINARY {
+            let f = binary_formula(name);
+            let expected: Vec<u32> = xs.iter().zip(&ys).map(|(&a, &b)| f(a, b).to_bits()).collect();
             let general = call(name, [x.clone().into(), y.clone().into()], &[])?.remove(0);
+            prop_assert_eq!(&bits(&general)?, &expected, "call('{}')", name);
             assert_same_result(&op(&x, &y)?, &general, &[&x, &y])?;
             // The same tensor on both sides reads one carrier twice.
+            let expected: Vec<u32> = xs.iter().map(|&a| f(a, a).to_bits()).collect();
             let general = call(name, [x.clone().into(), x.clone().into()], &[])?.remove(0);
+            prop_assert_eq!(&bits(&general)?, &expected, "call('{}', x, x)", name);
             assert_same_result(&op(&x, &x)?, &general, &[&x])?;
         }
     }

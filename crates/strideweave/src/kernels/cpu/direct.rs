@@ -14,23 +14,105 @@
 use strideweave_layout::Layout;
 
 pub(crate) use super::elementwise::relu_f32;
-pub(crate) use crate::kernels::extrema::{maximum_f32, minimum_f32};
-
 use crate::autograd::is_grad_enabled;
 use crate::carriers::Cpu;
 use crate::dtype::DType;
+pub(crate) use crate::kernels::extrema::{maximum_f32, minimum_f32};
+use crate::operation::{Operand, ResolvedInvocation};
 use crate::tensor::Tensor;
 
 /// The largest result, in elements, the direct path computes. Above it the vectorized and
 /// threaded kernels take over and the pipeline's fixed cost no longer matters.
 pub(crate) const DIRECT_MAX: usize = 256;
 
+/// `-a`.
+pub(crate) fn neg(a: f32) -> f32 {
+    -a
+}
+
+/// `1 / (1 + e^-a)`, as the CPU and Generic kernels compute it.
+pub(crate) fn sigmoid(a: f32) -> f32 {
+    1.0 / (1.0 + (-a).exp())
+}
+
+/// `a + b`.
+pub(crate) fn add(a: f32, b: f32) -> f32 {
+    a + b
+}
+
+/// `a - b`.
+pub(crate) fn sub(a: f32, b: f32) -> f32 {
+    a - b
+}
+
+/// `a · b`.
+pub(crate) fn mul(a: f32, b: f32) -> f32 {
+    a * b
+}
+
+/// `a / b`.
+pub(crate) fn div(a: f32, b: f32) -> f32 {
+    a / b
+}
+
+/// The Float32 unary operations of the direct path, by built-in name.
+pub(crate) fn unary_f32(name: &str) -> Option<fn(f32) -> f32> {
+    Some(match name {
+        "neg" => neg,
+        "abs" => f32::abs,
+        "exp" => f32::exp,
+        "log" => f32::ln,
+        "sqrt" => f32::sqrt,
+        "tanh" => f32::tanh,
+        "sigmoid" => sigmoid,
+        "relu" => relu_f32,
+        _ => return None,
+    })
+}
+
+/// The Float32 binary operations of the direct path, by built-in name.
+pub(crate) fn binary_f32(name: &str) -> Option<fn(f32, f32) -> f32> {
+    Some(match name {
+        "add" => add,
+        "sub" => sub,
+        "mul" | "elementwise_mul" => mul,
+        "div" => div,
+        "maximum" => maximum_f32,
+        "minimum" => minimum_f32,
+        _ => return None,
+    })
+}
+
+/// The direct computation of a resolved Float32 elementwise invocation on CPU tensors, for
+/// the CPU kernels (the pipeline around them records gradients): `None` unless every operand
+/// is a tensor of the direct case and the single result is a fresh Float32 under their
+/// layout.
+pub(crate) fn invocation(name: &str, invocation: &ResolvedInvocation) -> Option<Tensor> {
+    let [spec] = invocation.results() else {
+        return None;
+    };
+    if spec.dtype() != DType::FLOAT32 || spec.alias_of().is_some() {
+        return None;
+    }
+    let result = match invocation.call().operands() {
+        [Operand::Tensor(x)] => compute_unary(x, unary_f32(name)?),
+        [Operand::Tensor(lhs), Operand::Tensor(rhs)] => compute_binary(lhs, rhs, binary_f32(name)?),
+        _ => None,
+    }?;
+    (result.layout() == spec.layout()).then_some(result)
+}
+
 /// `f` applied to every element of `x`, or `None` when `x` is not the direct case.
 pub(crate) fn unary(x: &Tensor, f: impl Fn(f32) -> f32) -> Option<Tensor> {
-    let (source, layout) = eligible(x)?;
     if recording(&[x]) {
         return None;
     }
+    compute_unary(x, f)
+}
+
+/// [`unary`] without the recording check.
+fn compute_unary(x: &Tensor, f: impl Fn(f32) -> f32) -> Option<Tensor> {
+    let (source, layout) = eligible(x)?;
     let range = x.offset()..x.offset() + layout.size();
     compute(layout, |out| {
         source
@@ -49,9 +131,17 @@ pub(crate) fn unary(x: &Tensor, f: impl Fn(f32) -> f32) -> Option<Tensor> {
 /// `f` applied elementwise to `lhs` and `rhs`, or `None` when they are not the direct case
 /// (in particular when their layouts differ, which includes every broadcast).
 pub(crate) fn binary(lhs: &Tensor, rhs: &Tensor, f: impl Fn(f32, f32) -> f32) -> Option<Tensor> {
+    if recording(&[lhs, rhs]) {
+        return None;
+    }
+    compute_binary(lhs, rhs, f)
+}
+
+/// [`binary`] without the recording check.
+fn compute_binary(lhs: &Tensor, rhs: &Tensor, f: impl Fn(f32, f32) -> f32) -> Option<Tensor> {
     let (left, layout) = eligible(lhs)?;
     let (right, other) = eligible(rhs)?;
-    if layout != other || recording(&[lhs, rhs]) {
+    if layout != other {
         return None;
     }
     let n = layout.size();

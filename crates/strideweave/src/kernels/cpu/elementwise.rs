@@ -18,6 +18,7 @@
 use crate::kernels::extrema::{maximum_f32, minimum_f32};
 use strideweave_layout::Layout;
 
+use super::direct;
 use super::parallel::{join, midpoint, threaded};
 use super::slots::{with_slots, Compute, Slots, Stored};
 use super::strided::{broadcast_strides, fits, Small, Walk};
@@ -64,6 +65,9 @@ pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec
         return Err(unsupported(name, invocation));
     }
     if convert == DType::FLOAT32 {
+        if let Some(result) = direct::invocation(name, invocation) {
+            return Ok(vec![result]);
+        }
         float32(name, invocation)
     } else if convert == DType::INT32 {
         int32(name, invocation)
