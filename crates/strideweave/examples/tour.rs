@@ -2,8 +2,9 @@
 //!
 //! Run it with `cargo run --release --example tour`. It grows with each capability of the
 //! runtime: the layout algebra every tensor is built on, then carriers, tensors, views and
-//! moves between carriers, operations, autograd, and a third-party carrier added through the
-//! carrier extension (`device_carrier/mod.rs`, also run by `examples/custom_carrier.rs`).
+//! moves between carriers, operations, autograd, a third-party carrier added through the
+//! carrier extension (`device_carrier/mod.rs`, also run by `examples/custom_carrier.rs`), and
+//! out-of-core work through TiledEvictable.
 
 #[path = "device_carrier/mod.rs"]
 mod device_carrier;
@@ -23,6 +24,7 @@ fn main() -> Result<()> {
     operations()?;
     training()?;
     extension()?;
+    out_of_core()?;
     Ok(())
 }
 
@@ -375,5 +377,119 @@ fn views() -> Result<()> {
         println!("   bad input is an error, never a panic: {error}");
     }
     println!();
+    Ok(())
+}
+
+/// A primary-tier bound for the out-of-core section, printing progress at the halfway mark.
+#[derive(Debug)]
+struct FourTiles;
+
+impl strideweave::carriers::ResidencyPolicy for FourTiles {
+    fn plan(
+        &self,
+        required: &strideweave::carriers::TileSet,
+        _: strideweave::carriers::ResidencyPurpose,
+    ) -> Result<strideweave::carriers::ResidencyPlan> {
+        use strideweave::carriers::{ResidencyPlan, TileSet};
+        ResidencyPlan::new(required.clone(), TileSet::empty(), TileSet::empty())
+    }
+
+    fn primary_capacity(&self) -> Option<usize> {
+        Some(4)
+    }
+
+    fn on_progress(&self, progress: &strideweave::carriers::TileProgress) {
+        if progress.completed() * 2 == progress.total() {
+            println!(
+                "     progress of {}: {}/{} items, {} tiles staged, {} in flight at most",
+                progress.operation(),
+                progress.completed(),
+                progress.total(),
+                progress.staged_tiles(),
+                progress.prefetch_depth()
+            );
+        }
+    }
+}
+
+/// One letter per tile, in tile order: P primary, S secondary, I implicit, X invalid.
+fn residency_map(carrier: &strideweave::Carrier) -> Result<String> {
+    use strideweave::carriers::{TileLocation, TiledEvictable};
+    let grid = TiledEvictable::grid_shape(carrier)?;
+    (0..grid[1])
+        .map(|j| {
+            let state = TiledEvictable::tile_state(carrier, &[0, j])?;
+            Ok(match state.location() {
+                TileLocation::Primary => 'P',
+                TileLocation::Secondary => 'S',
+                TileLocation::Implicit => 'I',
+                TileLocation::Invalid => 'X',
+            })
+        })
+        .collect()
+}
+
+fn out_of_core() -> Result<()> {
+    use std::sync::Arc;
+    use strideweave::carriers::{TileSet, TiledEvictable};
+    println!("8. Out of core: a TiledEvictable four times larger than its CPU tier.");
+    let (n, k, tile) = (1024, 1024, 64);
+    let values: Vec<f32> = (0..n * k).map(|i| ((i % 17) as f32 - 8.0) / 8.0).collect();
+    let file = FileBacked::carrier(None, DType::FLOAT32, true)?;
+    move_to(
+        &Tensor::compact(Cpu::from_f32(&values, true)?, Shape::new(n * k)?)?,
+        &file,
+    )?;
+    let carrier = TiledEvictable::carrier(
+        &Cpu::from_f32(&[], true)?,
+        &file,
+        &[1, k / tile],
+        &[n, tile],
+        Some(Arc::new(FourTiles)),
+    )?;
+    let x = Tensor::compact(carrier.clone(), Shape::new((n, k))?)?;
+    println!(
+        "   a {n}x{k} Float32 tensor (4 MiB) in {} tiles of {n}x{tile} on a FileBacked \
+         secondary tier; the CPU primary holds at most 4 tiles",
+        k / tile
+    );
+    println!("   tile residency: {}", residency_map(&carrier)?);
+    let sums = ops::reduce_sum(&x)?;
+    let dense = Tensor::compact(Cpu::from_f32(&values, true)?, Shape::new((n, k))?)?;
+    let agree = sums.to_values()? == ops::reduce_sum(&dense)?.to_values()?;
+    println!(
+        "   reduce_sum over mode 1 streams the tiles through the CPU tier: sums[0..3] = {:?} \
+         on {} (same as the dense sum: {agree})",
+        &sums.to_values()?[..3],
+        sums.carrier().class().name()
+    );
+    let weights: Vec<f32> = (0..4 * k)
+        .map(|i| if i % 4 == i / 4 % 4 { 1.0 } else { 0.0 })
+        .collect();
+    let w_carrier = TiledEvictable::carrier(
+        &Cpu::from_f32(&weights, true)?,
+        &Cpu::from_f32(&[], true)?,
+        &[1, k / tile],
+        &[4, tile],
+        None,
+    )?;
+    let w = Tensor::compact(w_carrier, Shape::new((4, k))?)?;
+    let product = ops::matmul(&x, &w)?;
+    println!(
+        "   matmul with a small resident 4x{k} operand: Shape {} on {}",
+        product.shape(),
+        product.carrier().class().name()
+    );
+    println!(
+        "   tile residency afterwards: {} (streaming copies tiles, it never moves them; \
+         version {})",
+        residency_map(&carrier)?,
+        carrier.version()
+    );
+    TiledEvictable::promote(&carrier, &TileSet::new([vec![0, 0], vec![0, 1]])?)?;
+    println!(
+        "   after promoting two tiles: {} (resident tiles count against the 4-tile bound)\n",
+        residency_map(&carrier)?
+    );
     Ok(())
 }

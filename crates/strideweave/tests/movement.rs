@@ -338,3 +338,122 @@ fn a_file_backed_destination_that_is_not_empty_does_not_grow() {
     assert_eq!(error.kind(), ErrorKind::Value);
     assert!(!cpu.is_released());
 }
+
+// ---------------------------------------------------------------------------------------------
+// copy_async / copy_to: the non-destructive sibling of a move.
+
+#[test]
+fn a_copy_keeps_the_source_live_and_unchanged() {
+    use strideweave::movement::copy_to;
+    let source = generic(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let t = Tensor::new(source.clone(), 1, layout("(2,3):(1,2)")).unwrap();
+    let destination = Generic::carrier(&floats(&[9.0; 6]), DType::FLOAT32, true).unwrap();
+    let copied = copy_to(&t, &destination).unwrap();
+    assert!(copied.carrier().same_as(&destination));
+    assert_eq!((copied.offset(), copied.layout()), (0, t.layout()));
+    assert_eq!(
+        copied.to_values().unwrap(),
+        floats(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    );
+    assert!(!source.is_released());
+    assert_eq!((source.version(), destination.version()), (0, 1));
+    // The source is unclaimed again: it can be written, copied and moved.
+    source.set(0, Value::Float(-1.0)).unwrap();
+    let again = copy_to(&t, &generic(&[0.0; 6])).unwrap();
+    assert_eq!(again.to_values().unwrap(), copied.to_values().unwrap());
+    move_to(&t, &generic(&[0.0; 6])).unwrap();
+    assert!(source.is_released());
+}
+
+#[test]
+fn a_copy_follows_the_move_check_order_but_may_read_an_owned_source() {
+    use strideweave::movement::copy_to;
+    let source = generic(&[1.0, 2.0]);
+    let t = Tensor::new(source.clone(), 0, layout("2:1")).unwrap();
+    // Onto its own carrier (Value), into another dtype (Type), too small (Value).
+    let own = copy_to(&t, &source).unwrap_err();
+    assert_eq!(own.kind(), ErrorKind::Value, "{own}");
+    assert!(own
+        .to_string()
+        .contains("cannot copy a tensor onto its own"));
+    let int = Generic::carrier(&[Value::Int(0); 2], DType::INT32, true).unwrap();
+    assert_eq!(copy_to(&t, &int).unwrap_err().kind(), ErrorKind::Type);
+    assert_eq!(
+        copy_to(&t, &generic(&[0.0])).unwrap_err().kind(),
+        ErrorKind::Value
+    );
+    // An owned source is only read, so any alias may copy it; it stays owned and live.
+    let token = source.claim_ownership().unwrap();
+    let copied = copy_to(&t, &generic(&[0.0, 0.0])).unwrap();
+    assert_eq!(copied.to_values().unwrap(), floats(&[1.0, 2.0]));
+    assert!(source.is_owned() && !source.is_released());
+    drop(token);
+    // A released source is refused (Runtime) and nothing is written.
+    source.release().unwrap();
+    let destination = generic(&[7.0, 7.0]);
+    assert_eq!(
+        copy_to(&t, &destination).unwrap_err().kind(),
+        ErrorKind::Runtime
+    );
+    assert_eq!(destination.version(), 0);
+}
+
+#[test]
+fn a_failing_copy_publishes_nothing_and_shrinks_a_grown_destination() {
+    use strideweave::movement::copy_to;
+    let source = Flaky::carrier(&[1.0, 2.0, 3.0], true);
+    let t = Tensor::new(source.clone(), 0, layout("3:1")).unwrap();
+    let destination = Flaky::growable();
+    Flaky::of(&source).fail_reads.store(true, Ordering::SeqCst);
+    let error = copy_to(&t, &destination).unwrap_err();
+    assert_eq!(error.to_string(), "runtime error: injected read failure");
+    assert_eq!(
+        destination.size(),
+        0,
+        "the grown destination is shrunk back"
+    );
+    assert_eq!((source.version(), destination.version()), (0, 0));
+    assert!(!source.is_released());
+    // The source is not left claimed: it can be written and the copy retried.
+    Flaky::of(&source).fail_reads.store(false, Ordering::SeqCst);
+    source.set(0, Value::Float(5.0)).unwrap();
+    let copied = copy_to(&t, &destination).unwrap();
+    assert_eq!(copied.to_values().unwrap(), floats(&[5.0, 2.0, 3.0]));
+    assert!(!source.is_released());
+}
+
+#[test]
+fn a_copy_handle_is_idempotent_and_gives_back_its_claim() {
+    use strideweave::movement::copy_async;
+    let source = generic(&[1.0, 2.0]);
+    let t = Tensor::new(source.clone(), 0, layout("2:1")).unwrap();
+    let handle = copy_async(&t, &generic(&[0.0, 0.0])).unwrap();
+    // Legacy routes copy inline: the handle is already terminal and the claim is gone.
+    assert!(handle.done());
+    let first = handle.wait().unwrap();
+    assert!(first.same_as(&handle.wait().unwrap()));
+    source.set(1, Value::Float(3.0)).unwrap();
+    assert_eq!(first.to_values().unwrap(), floats(&[1.0, 2.0]));
+}
+
+#[test]
+fn a_file_backed_region_copies_in_bulk_into_a_cpu_carrier() {
+    use strideweave::carriers::{Cpu, FileBacked};
+    use strideweave::movement::copy_to;
+    let cpu = Cpu::from_f32(&(0..12).map(|i| i as f32).collect::<Vec<_>>(), true).unwrap();
+    let file = FileBacked::carrier(None, DType::FLOAT32, true).unwrap();
+    let on_disk = move_to(&Tensor::new(cpu, 0, layout("12:1")).unwrap(), &file).unwrap();
+    // The 2×2 tile at logical (2, 1) of a 4×3 column-major tensor: slots 6, 7, 10, 11.
+    let region = Tensor::new(file.clone(), 6, layout("(2,2):(1,4)")).unwrap();
+    let staged = Cpu::from_f32(&[0.0; 6], true).unwrap();
+    let copied = copy_to(&region, &staged).unwrap();
+    assert_eq!(copied.to_values().unwrap(), floats(&[6.0, 7.0, 10.0, 11.0]));
+    assert!(!file.is_released());
+    assert_eq!(on_disk.to_values().unwrap().len(), 12);
+    // A FileBacked region into a too-small CPU carrier fails before reading (Value).
+    let small = Cpu::from_f32(&[0.0; 2], true).unwrap();
+    assert_eq!(
+        copy_to(&region, &small).unwrap_err().kind(),
+        ErrorKind::Value
+    );
+}

@@ -337,8 +337,21 @@ fn tiled_evictable_is_the_shipped_definition_backed_dependent_class() {
         TiledEvictable::carrier(&generic(&[1.0, 2.0]), &generic(&[]), &[1], &[2], None).unwrap();
     assert_eq!(tiled.class(), class);
     assert_eq!(tiled.get(1).unwrap(), Value::Float(2.0));
-    // Phase 1 derives no capability: every operation is refused by the gate.
-    assert!(tiled.capabilities().is_empty());
+    // Its reach is the six central operations on raw tiled operands (tests/tiled_operations.rs);
+    // any other operation is refused by the gate.
+    let six = [
+        "add",
+        "elementwise_mul",
+        "mul",
+        "relu",
+        "reduce_sum",
+        "matmul",
+    ];
+    assert!(!tiled.capabilities().is_empty());
+    assert!(tiled
+        .capabilities()
+        .iter()
+        .all(|c| six.contains(&c.operation())));
     let tensor = Tensor::compact(tiled.clone(), Shape::new(2).unwrap()).unwrap();
     let refused = call("neg", [tensor.into()], &[]).expect_err("no capability");
     assert_eq!(refused.kind(), ErrorKind::NotImplemented, "{refused}");

@@ -28,6 +28,10 @@ pub(crate) fn materialize(target: &Tensor, grad: &Tensor) -> Result<Tensor> {
             // class that executes it.
             match ops::mul(grad, 1.0) {
                 Err(e) if e.kind() == ErrorKind::NotImplemented => {}
+                // A dependent class may compute onto another class (TiledEvictable's dense
+                // results live on its primary tier's class): only a result of the target's
+                // exact class is a gradient buffer; otherwise rebuild below.
+                Ok(copied) if copied.carrier().class() != target.carrier().class() => {}
                 copied => return copied,
             }
         }

@@ -16,8 +16,9 @@ mod tensor_api;
 mod view_rule;
 
 pub use grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
+pub(crate) use node::BackwardRule;
 pub use node::Node;
-pub(crate) use record::{record, would_record};
+pub(crate) use record::{record, record_rule, would_record};
 pub(crate) use state::AutogradState;
 pub use tensor_api::grad;
 pub(crate) use view_rule::{record_move, record_view};

@@ -1,7 +1,7 @@
 //! Recording: the node a differentiating call attaches to its outputs.
 
 use crate::autograd::grad_mode::is_grad_enabled;
-use crate::autograd::node::Node;
+use crate::autograd::node::{BackwardRule, Node};
 use crate::autograd::rules::rule_for;
 use crate::error::Result;
 use crate::operation::{Operand, ResolvedInvocation};
@@ -44,4 +44,31 @@ pub(crate) fn record(invocation: &ResolvedInvocation, outputs: &[Tensor]) -> Res
         }
     }
     Ok(())
+}
+
+/// Attaches one node named `name` with the framework-owned `rule` to the differentiable
+/// `outputs` when recording is on and some of `inputs` requires gradients; whether it did.
+///
+/// For framework operations outside the operation registry (TiledEvictable's `project` and
+/// `scatter`): every input is saved with its carrier version, as for a recorded call.
+pub(crate) fn record_rule(
+    name: &str,
+    inputs: Vec<Tensor>,
+    outputs: &[Tensor],
+    rule: Box<dyn BackwardRule>,
+) -> bool {
+    let requires = inputs
+        .iter()
+        .any(|t| t.is_differentiable() && t.requires_grad());
+    if !is_grad_enabled() || !requires || !outputs.iter().any(Tensor::is_differentiable) {
+        return false;
+    }
+    let node = Node::new(name.into(), inputs, outputs.len(), rule);
+    for (i, output) in outputs.iter().enumerate() {
+        if output.is_differentiable() {
+            output.mark_tracked();
+            output.autograd().lock().grad_fn = Some((node.clone(), i));
+        }
+    }
+    true
 }

@@ -76,6 +76,38 @@ fn spread_over_mode1(g: &Tensor, shape: &Shape) -> Result<Tensor> {
     Tensor::new(g.carrier().clone(), g.offset(), layout)
 }
 
+/// The saved `inputs` made computable with the cotangent `g`: an input on another carrier
+/// class than `g` is copied by its own carrier into a dense tensor (`x · 1`, an exact copy
+/// dispatched on `x`'s carrier) when that lands on `g`'s class.
+///
+/// This is the case of a dependent carrier whose composite returns its results on another
+/// class — raw TiledEvictable operands give dense results on their primary tier's class —
+/// so the built-in rules, which combine the cotangent with the saved operands, would otherwise
+/// mix two carrier classes (a Type error). Rules that use only the operands' shapes (`add`,
+/// `sub`, `reduce_sum`) need no copy; an input whose carrier cannot make one is kept as it is.
+fn on_cotangent_class(name: &str, inputs: &[Tensor], g: &Tensor) -> Result<Vec<Tensor>> {
+    let class = g.carrier().class();
+    let shapes_only =
+        matches!(name, "add" | "sub" | "reduce_sum") || inputs.len() == 1 && name == "mul";
+    inputs
+        .iter()
+        .map(|input| {
+            if shapes_only || input.carrier().class() == class {
+                return Ok(input.clone());
+            }
+            let one = if input.dtype() == crate::dtype::DType::INT32 {
+                Value::Int(1)
+            } else {
+                Value::Float(1.0)
+            };
+            Ok(match ops::mul(input, one) {
+                Ok(dense) if dense.carrier().class() == class => dense,
+                _ => input.clone(),
+            })
+        })
+        .collect()
+}
+
 /// The rules of the built-in operations, keyed by name.
 struct BuiltinRule {
     invocation: ResolvedInvocation,
@@ -101,6 +133,8 @@ impl BackwardRule for BuiltinRule {
         let Some(Some(g)) = grad_outputs.first() else {
             return Ok(vec![None; inputs.len()]);
         };
+        let lowered = on_cotangent_class(name, inputs, g)?;
+        let inputs: &[Tensor] = &lowered;
         let x = inputs
             .first()
             .ok_or_else(|| Error::Value(format!("'{name}' saved no input")))?;

@@ -20,8 +20,9 @@ pub use evictable::Evictable;
 pub use file_backed::FileBacked;
 pub use generic::Generic;
 pub use tiled::{
-    AwaitResidency, ResidencyPlan, ResidencyPolicy, ResidencyPurpose, TileLocation, TileResidency,
-    TileSelection, TileSet, TileState, TiledEvictable,
+    AwaitProjection, AwaitResidency, AwaitScatter, ResidencyPlan, ResidencyPolicy,
+    ResidencyPurpose, ScatterReduction, TileLocation, TileProgress, TileResidency, TileSelection,
+    TileSet, TileState, TiledEvictable,
 };
 
 /// Whether `type_id` is one of the shipped carrier types.

@@ -79,7 +79,31 @@ enum Route {
 /// handle's outcome; the source is then live and unchanged, no version moves, and a grown
 /// destination is shrunk back.
 pub fn move_async(tensor: &Tensor, destination: &Carrier) -> Result<MoveHandle> {
-    let grow = check_move(tensor, destination)?;
+    start(tensor, destination, Kind::Move)
+}
+
+/// What a started transfer does with its source at commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A move: the source carrier is released at commit.
+    Move,
+    /// A copy: the source carrier is only claimed while the transfer runs, and stays live.
+    Copy,
+}
+
+impl Kind {
+    fn verb(self) -> &'static str {
+        match self {
+            Kind::Move => "move",
+            Kind::Copy => "copy",
+        }
+    }
+}
+
+/// Starts a move or a copy of `tensor` into `destination` (see [`move_async`] and
+/// [`copy_async`](crate::movement::copy_async)).
+pub(crate) fn start(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Result<MoveHandle> {
+    let grow = check_move(tensor, destination, kind)?;
     let route = choose_route(tensor, destination)?;
     let source = tensor.carrier();
     let source_claim = Claim::new(source)?;
@@ -96,6 +120,7 @@ pub fn move_async(tensor: &Tensor, destination: &Carrier) -> Result<MoveHandle> 
         source_version: source.version(),
         grow,
         grad_enabled: is_grad_enabled(),
+        kind,
     };
     let outcome = CompletionCell::new();
     match route {
@@ -161,10 +186,13 @@ fn run_later(job: &Mutex<Option<Later>>) {
 }
 
 /// The ordered pre-submission checks; whether the destination must grow.
-fn check_move(tensor: &Tensor, destination: &Carrier) -> Result<bool> {
+fn check_move(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Result<bool> {
     let source = tensor.carrier();
-    source.check_live("move a tensor")?;
-    if source.is_owned() && !source.lifecycle().owner_access_here() {
+    let verb = kind.verb();
+    source.check_live(&format!("{verb} a tensor"))?;
+    // A copy only reads its source, which any alias of an owned carrier may do; a move
+    // releases it, which only its owner may.
+    if kind == Kind::Move && source.is_owned() && !source.lifecycle().owner_access_here() {
         return Err(Error::Runtime(format!(
             "cannot move a tensor whose {} carrier is owned by another carrier",
             source.class()
@@ -172,13 +200,13 @@ fn check_move(tensor: &Tensor, destination: &Carrier) -> Result<bool> {
     }
     if source.lifecycle().is_claimed() {
         return Err(Error::Runtime(format!(
-            "cannot move a tensor whose {} carrier is claimed by a pending move",
+            "cannot {verb} a tensor whose {} carrier is claimed by a pending move",
             source.class()
         )));
     }
     if destination.same_as(source) {
         return Err(Error::Value(format!(
-            "cannot move a tensor onto its own {} carrier",
+            "cannot {verb} a tensor onto its own {} carrier",
             source.class()
         )));
     }
@@ -247,6 +275,7 @@ struct PendingMove {
     source_version: u64,
     grow: bool,
     grad_enabled: bool,
+    kind: Kind,
 }
 
 impl PendingMove {
@@ -260,6 +289,7 @@ impl PendingMove {
             source_version,
             grow,
             grad_enabled,
+            kind,
         } = self;
         let committed = filled.and_then(|()| {
             let version = tensor.carrier().version();
@@ -283,7 +313,10 @@ impl PendingMove {
             }
         };
         destination.bump_version();
-        source_claim.release_carrier()?;
+        match kind {
+            Kind::Move => source_claim.release_carrier()?,
+            Kind::Copy => drop(source_claim),
+        }
         drop(destination_claim);
         crate::autograd::record_move(&tensor, &moved, grad_enabled);
         Ok(moved)

@@ -1,15 +1,20 @@
 //! Movement: copying a tensor to another carrier and releasing the source
-//! (semantics-operations.md §4, semantics-carriers.md §7).
+//! (semantics-operations.md §4, semantics-carriers.md §7), and its non-destructive sibling.
 //!
 //! Routes are chosen by the exact `(source class, destination class)` pair in the
 //! [`registry`]; a pair without a registered [`MoveOperation`] uses
 //! [`ElementwiseMoveOperation`]. A definition-backed source class moves by its definition's
 //! exact `TransferRoute` when it has one ([`move_async`]).
+//!
+//! [`copy_async`] / [`copy_to`] use the same route selection and transfer but commit without
+//! releasing the source: the way to read a region of a carrier in bulk into another class
+//! (a tile of a FileBacked tier into a CPU carrier, for instance) without destroying it.
 
 mod asynchronous;
 mod block;
 mod blocking;
 mod bulk;
+mod copy;
 mod elementwise;
 mod operation;
 pub mod registry;
@@ -17,6 +22,7 @@ mod unrouted;
 
 pub use asynchronous::{move_async, MoveHandle};
 pub use blocking::move_to;
+pub use copy::{copy_async, copy_to};
 pub use elementwise::ElementwiseMoveOperation;
 pub use operation::{MoveOperation, MoveTarget};
 pub use registry::{register_move_operation, registered_move_operation, unregister_move_operation};

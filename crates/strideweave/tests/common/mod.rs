@@ -11,6 +11,8 @@ use strideweave::carriers::extension::StorageProvider;
 use strideweave::operation::{Operation, ResolvedInvocation};
 use strideweave::{DType, Error, Result, Tensor, Value};
 
+pub mod tiled;
+
 /// A definition-free carrier whose hooks can be made to fail. The marker `M` makes a
 /// distinct exact class per test that registers process-global routes, so parallel tests
 /// do not see each other's registrations.

@@ -125,4 +125,14 @@ pub trait ResidencyPolicy: fmt::Debug + Send + Sync {
     fn primary_capacity(&self) -> Option<usize> {
         None
     }
+
+    /// Observes the progress of a tiled operation dispatched on this policy's carrier: called
+    /// after every work item, on the calling thread (see [`TileProgress`]). Does nothing by
+    /// default. An operation over a tensor larger than the primary tier streams many tiles, so
+    /// this is the place to report progress of long runs.
+    ///
+    /// [`TileProgress`]: crate::carriers::TileProgress
+    fn on_progress(&self, progress: &crate::carriers::TileProgress) {
+        let _ = progress;
+    }
 }

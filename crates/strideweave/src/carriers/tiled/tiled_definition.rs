@@ -3,15 +3,14 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::carrier::{Carrier, CarrierClass, CarrierType, ClassKind};
+use crate::carrier::{CarrierClass, CarrierType, ClassKind};
 use crate::carriers::extension::{
-    register_carrier_definition, CarrierDefinition, CarrierFacet, CompositePreparation,
-    CompositeProvider, Unsupported,
+    register_carrier_definition, CarrierDefinition, CarrierFacet, CompositeProvider,
 };
+use crate::carriers::tiled::tiled_operations;
 use crate::carriers::tiled::tiled_state::tiled_storage;
 use crate::carriers::tiled::TileResidency;
-use crate::error::{Error, Result};
-use crate::operation::ResolvedInvocation;
+use crate::error::Result;
 
 /// The private Rust type naming the TiledEvictable class: only this module can name it, so
 /// nobody can register another definition for the class before ours.
@@ -38,24 +37,8 @@ fn register() -> Result<CarrierClass> {
     Ok(class)
 }
 
-const NO_OPERATIONS: &str = "TiledEvictable executes no operation yet: the tiled operations \
-                             arrive with project/scatter (issue #7, phase 2)";
-
-/// The composite provider: phase 1 derives no capability, so the dispatch gate refuses every
-/// plan before these callbacks could run; they answer consistently anyway.
+/// The composite provider: the six central operations on raw tiled operands (see
+/// `tiled_operations`).
 fn composite() -> CompositeProvider {
-    CompositeProvider::new(
-        |_: &Carrier| Ok(Vec::new()),
-        |_: &Carrier, invocation: &ResolvedInvocation| {
-            Err(Error::NotImplemented(format!(
-                "'{}': {NO_OPERATIONS}",
-                invocation.call().definition().name()
-            )))
-        },
-        |_: &Carrier, _: &ResolvedInvocation| {
-            Ok(CompositePreparation::Unsupported(Unsupported::new(
-                NO_OPERATIONS,
-            )?))
-        },
-    )
+    tiled_operations::composite()
 }

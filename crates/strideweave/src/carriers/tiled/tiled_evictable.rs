@@ -21,10 +21,13 @@ use crate::CarrierClass;
 ///
 /// It is the only shipped definition-backed carrier (seed: "TiledEvictable SHALL be the only
 /// definition-backed shipped carrier"): its `CarrierDefinition` — a [`StorageProvider`] over
-/// the tiles, a [`CompositeProvider`] (no capability yet; the tiled operations come with
-/// project/scatter) and the [`TileResidency`] facet — is registered through the public
-/// extension surface on first use. It composes its tiers only through their public behaviour:
-/// factories, element access and movement.
+/// the tiles, a [`CompositeProvider`] (the six central operations on raw tiled operands —
+/// `add`, `elementwise_mul`, `mul`, `relu`, `reduce_sum`, `matmul` — computed tile by tile
+/// through the primary tier's public dispatch into a dense result on the primary tier's class,
+/// streaming secondary tiles through the primary within the policy's
+/// [`primary_capacity`](ResidencyPolicy::primary_capacity)) and the [`TileResidency`] facet —
+/// is registered through the public extension surface on first use. It composes its tiers
+/// only through their public behaviour: factories, element access, dispatch and movement.
 ///
 /// Invariants:
 /// 1. slot `s` is the canonical (first-mode-fastest) index over the logical shape; logical

@@ -100,7 +100,14 @@ impl TiledState {
             ));
         };
         let primary = primary.allocate_like(0, true, None, false)?;
-        let secondary = secondary.allocate_like(0, true, None, false)?;
+        let secondary = match secondary.allocate_like(0, true, None, false) {
+            Ok(secondary) => secondary,
+            Err(error) => {
+                // Give the fresh primary back: a failed factory call leaves nothing behind.
+                let _ = primary.release();
+                return Err(error);
+            }
+        };
         let tokens = primary
             .claim_ownership()
             .and_then(|p| Ok((p, secondary.claim_ownership()?)));

@@ -1,0 +1,253 @@
+//! [`TileStream`]: streaming the tiles of a tiled operation's work items through the primary
+//! tier's class, staging the next items' non-resident tiles on a worker thread while the
+//! current item computes.
+
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::thread;
+
+use crate::autograd::no_grad;
+use crate::carrier::Carrier;
+use crate::carriers::tiled::tile_copy::Tier;
+use crate::carriers::tiled::tiled_operand::{column_major_strides, flat, TileSource, TiledOperand};
+use crate::error::{Error, Result};
+use crate::movement::copy_to;
+use crate::tensor::Tensor;
+
+/// One tile an item needs: `(operand index, tile index)`.
+pub(crate) type Fetch = (usize, usize);
+
+/// The tiles of one work item, fetched and readable on the primary tier's class, in the
+/// order the item listed them; `staged` are the copy destinations staged for it (handed back
+/// for reuse once the item is done), `transient` the zero and gathered tiles made for it
+/// (released once the item is done).
+pub(crate) struct Fetched {
+    pub(crate) tiles: Vec<Tensor>,
+    staged: Vec<Carrier>,
+    transient: Vec<Carrier>,
+    slots: usize,
+}
+
+impl Fetched {
+    /// How many tiles were staged for the item.
+    fn staged_tiles(&self) -> usize {
+        self.staged.len() + self.transient.len()
+    }
+
+    /// Drops the tile views, releases the transient carriers and returns the reusable ones.
+    fn finish(self) -> Vec<Carrier> {
+        drop(self.tiles);
+        release_all(self.transient);
+        self.staged
+    }
+}
+
+/// What a stream staged so far.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StreamCounters {
+    pub(crate) staged_tiles: usize,
+    pub(crate) staged_slots: usize,
+}
+
+/// The staging pipeline of one tiled operation.
+///
+/// Invariants:
+/// 1. at most `depth` items' staged tiles exist at once: one computing, at most `depth − 2`
+///    waiting in the queue, and one being staged by the worker (`depth` 1 stages inline,
+///    with no worker);
+/// 2. staging never changes a tile's residency, state or the TiledEvictable's version: a
+///    secondary tile is **copied** (`movement::copy_to`, the tiers' public non-destructive
+///    movement) into a carrier of the primary tier's class, which is reused for later items
+///    and released at the end;
+/// 3. the first error (staging or computing) stops the stream; every staged carrier is
+///    released and nothing else has changed.
+pub(crate) struct TileStream<'a> {
+    operands: &'a [TiledOperand],
+    depth: usize,
+}
+
+impl<'a> TileStream<'a> {
+    pub(crate) fn new(operands: &'a [TiledOperand], depth: usize) -> TileStream<'a> {
+        TileStream {
+            operands,
+            depth: depth.max(1),
+        }
+    }
+
+    /// Fetches every item of `items` in order and calls `compute(index, fetched tiles)` on
+    /// this thread for each, staging ahead on a worker thread when the depth allows.
+    pub(crate) fn run(
+        &self,
+        items: &[Vec<Fetch>],
+        mut compute: impl FnMut(usize, &[Tensor], StreamCounters) -> Result<()>,
+    ) -> Result<()> {
+        let mut counters = StreamCounters::default();
+        if self.depth == 1 || items.len() < 2 {
+            let mut pool = Vec::new();
+            let outcome = items.iter().enumerate().try_for_each(|(index, item)| {
+                let fetched = self.fetch(item, &mut pool)?;
+                counters.staged_tiles += fetched.staged_tiles();
+                counters.staged_slots += fetched.slots;
+                let done = compute(index, &fetched.tiles, counters);
+                pool.extend(fetched.finish());
+                done
+            });
+            release_all(pool);
+            return outcome;
+        }
+        let (ready_tx, ready_rx) = sync_channel::<Result<Fetched>>(self.depth - 2);
+        let (back_tx, back_rx) = channel::<Carrier>();
+        thread::scope(|scope| {
+            let worker = scope.spawn(|| self.stage_ahead(items, ready_tx, back_rx));
+            let outcome = self.consume(items.len(), &ready_rx, &back_tx, &mut counters, compute);
+            // Release what is still queued; dropping the queue stops a worker still staging
+            // (its next send fails).
+            for fetched in ready_rx.try_iter().flatten() {
+                release_all(fetched.finish());
+            }
+            drop(ready_rx);
+            drop(back_tx);
+            let pool = worker.join().unwrap_or_else(|_| {
+                // The worker panicked: its carriers were dropped with it.
+                Vec::new()
+            });
+            release_all(pool);
+            outcome
+        })
+    }
+
+    fn consume(
+        &self,
+        count: usize,
+        ready: &Receiver<Result<Fetched>>,
+        back: &Sender<Carrier>,
+        counters: &mut StreamCounters,
+        mut compute: impl FnMut(usize, &[Tensor], StreamCounters) -> Result<()>,
+    ) -> Result<()> {
+        for index in 0..count {
+            let fetched = ready.recv().map_err(|_| {
+                Error::Runtime("the tile staging worker of a tiled operation stopped".into())
+            })??;
+            counters.staged_tiles += fetched.staged_tiles();
+            counters.staged_slots += fetched.slots;
+            let done = compute(index, &fetched.tiles, *counters);
+            for carrier in fetched.finish() {
+                if let Err(returned) = back.send(carrier) {
+                    let _ = returned.0.release();
+                }
+            }
+            done?;
+        }
+        Ok(())
+    }
+
+    /// The worker: stages every item in order, reusing the carriers the consumer hands
+    /// back; returns its pool.
+    fn stage_ahead(
+        &self,
+        items: &[Vec<Fetch>],
+        ready: SyncSender<Result<Fetched>>,
+        back: Receiver<Carrier>,
+    ) -> Vec<Carrier> {
+        let _grad = no_grad();
+        let mut pool = Vec::new();
+        for item in items {
+            pool.extend(back.try_iter());
+            let fetched = self.fetch(item, &mut pool);
+            let failed = fetched.is_err();
+            if let Err(unsent) = ready.send(fetched) {
+                if let Ok(fetched) = unsent.0 {
+                    pool.extend(fetched.finish());
+                }
+                break;
+            }
+            if failed {
+                break;
+            }
+        }
+        drop(ready);
+        pool.extend(back.iter());
+        pool
+    }
+
+    /// Fetches one item's tiles; on failure its staged carriers go back to the pool (released
+    /// with it at the end).
+    fn fetch(&self, item: &[Fetch], pool: &mut Vec<Carrier>) -> Result<Fetched> {
+        let mut fetched = Fetched {
+            tiles: Vec::with_capacity(item.len()),
+            staged: Vec::new(),
+            transient: Vec::new(),
+            slots: 0,
+        };
+        for &(operand, tile) in item {
+            match self.fetch_tile(&self.operands[operand], tile, pool, &mut fetched) {
+                Ok(tensor) => fetched.tiles.push(tensor),
+                Err(error) => {
+                    pool.extend(fetched.finish());
+                    return Err(error);
+                }
+            }
+        }
+        Ok(fetched)
+    }
+
+    fn fetch_tile(
+        &self,
+        operand: &TiledOperand,
+        tile: usize,
+        pool: &mut Vec<Carrier>,
+        fetched: &mut Fetched,
+    ) -> Result<Tensor> {
+        let primary = operand.tier(Tier::Primary);
+        let shape = operand.tile_shape();
+        let compact = || flat(shape, &column_major_strides(shape));
+        match operand.source(tile)? {
+            TileSource::Resident(view) => Ok(view),
+            TileSource::Secondary(view) => {
+                let span = view.layout().cosize();
+                let destination = match pool.iter().position(|c| reusable(c, primary, span)) {
+                    Some(found) => pool.swap_remove(found),
+                    None => primary.allocate_like(span, true, None, true)?,
+                };
+                match copy_to(&view, &destination) {
+                    Ok(staged) => {
+                        fetched.staged.push(destination);
+                        fetched.slots += span;
+                        Ok(staged)
+                    }
+                    Err(error) => {
+                        pool.push(destination);
+                        Err(error)
+                    }
+                }
+            }
+            TileSource::Zero => {
+                let zeros = primary.allocate_like(operand.grid().tile_size(), true, None, false)?;
+                fetched.transient.push(zeros.clone());
+                Tensor::new(zeros, 0, compact()?)
+            }
+            TileSource::Gathered => {
+                let values = operand.gather(tile)?;
+                let gathered = primary.new_like(&values, true, None)?;
+                fetched.transient.push(gathered.clone());
+                fetched.slots += values.len();
+                Tensor::new(gathered, 0, compact()?)
+            }
+        }
+    }
+}
+
+/// Whether the pooled `carrier` can receive a staged copy of `span` slots for `primary`.
+/// Only an exact size is reused: the tiles of one operand all have one span, so the pool
+/// never grows beyond the carriers in flight.
+fn reusable(carrier: &Carrier, primary: &Carrier, span: usize) -> bool {
+    carrier.class() == primary.class()
+        && carrier.dtype() == primary.dtype()
+        && !carrier.is_released()
+        && carrier.size() == span
+}
+
+fn release_all(pool: Vec<Carrier>) {
+    for carrier in pool {
+        let _ = carrier.release();
+    }
+}

@@ -1,0 +1,279 @@
+//! The tiled operations: TiledEvictable's [`CompositeProvider`], computing the six central
+//! operations on raw tiled operands tile by tile through the primary tier's public dispatch
+//! (semantics-operations.md §5: "Raw tiled operands: six central ops only (dense result on
+//! primary's class)").
+
+use crate::autograd::no_grad;
+use crate::carrier::{Carrier, CarrierClass};
+use crate::carriers::extension::{
+    CompositePreparation, CompositeProvider, PreparedComposite, ProviderResult, Submitted,
+    Unsupported,
+};
+use crate::carriers::tiled::tile_copy::Tier;
+use crate::carriers::tiled::tile_stream::{Fetch, StreamCounters, TileStream};
+use crate::carriers::tiled::tiled_operand::TiledOperand;
+use crate::carriers::tiled::tiled_work::{Work, WorkKind};
+use crate::carriers::tiled::{TileProgress, TileResidency};
+use crate::error::{Error, Result};
+use crate::operation::{call, Operand, OperationCapability, OptionValue, ResolvedInvocation};
+use crate::tensor::Tensor;
+
+/// The operations a TiledEvictable executes on raw tiled operands.
+pub(crate) const TILED_OPERATIONS: [&str; 6] = [
+    "add",
+    "elementwise_mul",
+    "mul",
+    "relu",
+    "reduce_sum",
+    "matmul",
+];
+
+/// How many work items stream ahead when no capacity bounds them: one computing, one queued,
+/// one staging.
+const UNBOUNDED_DEPTH: usize = 3;
+
+/// The composite provider of the TiledEvictable definition.
+pub(crate) fn composite() -> CompositeProvider {
+    CompositeProvider::new(capabilities, result_carriers, prepare)
+}
+
+/// The primary tier of the TiledEvictable `carrier`.
+fn primary_of(carrier: &Carrier) -> Result<Carrier> {
+    Ok(TileResidency::table(carrier)?
+        .token(Tier::Primary)
+        .carrier()
+        .clone())
+}
+
+/// The primary tier's plans for the six operations whose output dtype both tiers store
+/// (called once per instance by the framework, which sorts and freezes the answer).
+fn capabilities(carrier: &Carrier) -> Result<Vec<OperationCapability>> {
+    let table = TileResidency::table(carrier)?;
+    let primary = table.token(Tier::Primary).carrier();
+    let secondary = table.token(Tier::Secondary).carrier();
+    Ok(primary
+        .capabilities()
+        .iter()
+        .filter(|capability| {
+            let output = capability.plan().output();
+            TILED_OPERATIONS.contains(&capability.operation())
+                && primary.supports_storage_dtype(output)
+                && secondary.supports_storage_dtype(output)
+        })
+        .cloned()
+        .collect())
+}
+
+/// Every result is a dense tensor on the primary tier's class.
+fn result_carriers(
+    carrier: &Carrier,
+    invocation: &ResolvedInvocation,
+) -> Result<Vec<CarrierClass>> {
+    let class = primary_of(carrier)?.class();
+    Ok(vec![class; invocation.results().len()])
+}
+
+/// Checks the operands and plans the work, before anything runs; the work itself is the
+/// prepared submission.
+fn prepare(carrier: &Carrier, invocation: &ResolvedInvocation) -> Result<CompositePreparation> {
+    let name = invocation.call().definition().name();
+    if !TILED_OPERATIONS.contains(&name) {
+        return Ok(CompositePreparation::Unsupported(Unsupported::new(
+            format!("TiledEvictable executes only {TILED_OPERATIONS:?} on raw tiled operands"),
+        )?));
+    }
+    let mut operands = Vec::new();
+    for (position, operand) in invocation.call().operands().iter().enumerate() {
+        if let Some(tensor) = operand.as_tensor() {
+            operands.push(TiledOperand::new(tensor, name, position)?);
+        }
+    }
+    let primary = primary_of(carrier)?;
+    for (k, operand) in operands.iter().enumerate() {
+        let class = operand.tier(Tier::Primary).class();
+        if class != primary.class() {
+            return Err(Error::Type(format!(
+                "'{name}' on raw TiledEvictable operands needs one primary tier class: operand \
+                 tensor {k} computes on {class}, the first on {}",
+                primary.class()
+            )));
+        }
+    }
+    let work = Work::plan(invocation, &operands)?;
+    let depth = prefetch_depth(&operands, work.items());
+    let invocation = invocation.clone();
+    let progress = TileResidency::table(carrier)?.policy().cloned();
+    Ok(CompositePreparation::Composite(PreparedComposite::new(
+        move || {
+            let _grad = no_grad();
+            let result = execute(&invocation, &operands, &work, depth, &primary, |p| {
+                if let Some(policy) = &progress {
+                    policy.on_progress(p);
+                }
+            })?;
+            Ok(Submitted::Ready(ProviderResult::new([result])?))
+        },
+    )))
+}
+
+/// How many items may be in flight: bounded, per operand carrier with a
+/// [`primary_capacity`](crate::carriers::ResidencyPolicy::primary_capacity), by the capacity
+/// left after its resident tiles divided by the tiles one item stages for it; at least 1.
+fn prefetch_depth(operands: &[TiledOperand], items: &[Vec<Fetch>]) -> usize {
+    let mut depth = UNBOUNDED_DEPTH;
+    for (k, operand) in operands.iter().enumerate() {
+        let Some(capacity) = operand
+            .table()
+            .policy()
+            .and_then(|policy| policy.primary_capacity())
+        else {
+            continue;
+        };
+        // Tensor operands over one carrier (`add(x, x)`) share its capacity.
+        let same = |other: &TiledOperand| std::sync::Arc::ptr_eq(other.table(), operand.table());
+        if operands[..k].iter().any(same) {
+            continue;
+        }
+        let sharing: Vec<usize> = (0..operands.len())
+            .filter(|&j| same(&operands[j]))
+            .collect();
+        let per_item = items
+            .iter()
+            .map(|item| {
+                item.iter()
+                    .filter(|(j, tile)| sharing.contains(j) && operands[*j].stages(*tile))
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
+        if per_item == 0 {
+            continue;
+        }
+        let free = capacity.saturating_sub(operand.resident_tiles());
+        depth = depth.min(free / per_item);
+    }
+    depth.max(1)
+}
+
+/// Runs the planned work: streams the items, computes each, reports progress, assembles the
+/// dense result.
+fn execute(
+    invocation: &ResolvedInvocation,
+    operands: &[TiledOperand],
+    work: &Work,
+    depth: usize,
+    primary: &Carrier,
+    progress: impl Fn(&TileProgress),
+) -> Result<Tensor> {
+    let name = invocation.call().definition().name();
+    if let Some((whole, staged)) = whole_tensors(operands)? {
+        // Every operand is still its full seed tier: one call computes the result.
+        let outputs = call(
+            name,
+            tile_operands(invocation, &whole),
+            &call_options(invocation),
+        );
+        let slots = staged.iter().map(Carrier::size).sum();
+        let tiles = operands
+            .iter()
+            .filter(|operand| operand.whole_stages())
+            .map(|operand| operand.grid().tile_count())
+            .sum();
+        for carrier in &staged {
+            let _ = carrier.release();
+        }
+        let outputs = outputs?;
+        progress(&TileProgress::new(name, (1, 1), (tiles, slots), 1));
+        let [result] = <[Tensor; 1]>::try_from(outputs).map_err(|outputs| {
+            Error::Runtime(format!(
+                "'{name}' returned {} results, expected 1",
+                outputs.len()
+            ))
+        })?;
+        let spec = &invocation.results()[0];
+        return Tensor::new(result.carrier().clone(), 0, spec.layout().clone());
+    }
+    let stream = TileStream::new(operands, depth);
+    let mut state = work.start(invocation, primary)?;
+    let total = work.items().len();
+    stream.run(work.items(), |index, tiles, counters: StreamCounters| {
+        state.compute(index, tiles)?;
+        progress(&TileProgress::new(
+            name,
+            (index + 1, total),
+            (counters.staged_tiles, counters.staged_slots),
+            depth,
+        ));
+        Ok(())
+    })?;
+    state.finish()
+}
+
+/// The whole-tensor operands on the primary class and the carriers staged for them, when
+/// every operand can be read whole (see `TiledOperand::whole`); staged carriers are released
+/// again when one operand cannot.
+fn whole_tensors(operands: &[TiledOperand]) -> Result<Option<(Vec<Tensor>, Vec<Carrier>)>> {
+    if operands.iter().any(|o| o.whole_candidate().is_none()) {
+        return Ok(None);
+    }
+    let mut views = Vec::with_capacity(operands.len());
+    let mut staged = Vec::new();
+    let release = |staged: &[Carrier]| {
+        for carrier in staged {
+            let _ = carrier.release();
+        }
+    };
+    for operand in operands {
+        match operand.whole() {
+            Ok(Some((view, copy))) => {
+                views.push(view);
+                staged.extend(copy);
+            }
+            Ok(None) => {
+                release(&staged);
+                return Ok(None);
+            }
+            Err(error) => {
+                release(&staged);
+                return Err(error);
+            }
+        }
+    }
+    Ok(Some((views, staged)))
+}
+
+/// The accumulator option of the call (`reduce_sum`, `matmul`), passed on to every per-tile
+/// call; no option otherwise.
+pub(crate) fn call_options(invocation: &ResolvedInvocation) -> Vec<(&'static str, OptionValue)> {
+    match invocation.call().option("accumulator_dtype") {
+        Some(value) if value != OptionValue::None => vec![("accumulator_dtype", value)],
+        _ => Vec::new(),
+    }
+}
+
+/// The operands of a per-tile call: the call's operands with each tensor replaced, in order,
+/// by the fetched tile views `tiles`.
+pub(crate) fn tile_operands(invocation: &ResolvedInvocation, tiles: &[Tensor]) -> Vec<Operand> {
+    let mut next = tiles.iter();
+    invocation
+        .call()
+        .operands()
+        .iter()
+        .map(|operand| match operand {
+            Operand::Tensor(_) => next
+                .next()
+                .map_or_else(|| operand.clone(), |t| Operand::Tensor(t.clone())),
+            other => other.clone(),
+        })
+        .collect()
+}
+
+/// Which kind of work `name` is.
+pub(crate) fn work_kind(name: &str) -> Option<WorkKind> {
+    match name {
+        "add" | "elementwise_mul" | "mul" | "relu" => Some(WorkKind::Elementwise),
+        "reduce_sum" => Some(WorkKind::Reduce),
+        "matmul" => Some(WorkKind::Matmul),
+        _ => None,
+    }
+}
