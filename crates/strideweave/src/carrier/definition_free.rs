@@ -36,6 +36,13 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
     /// The value at an in-range slot.
     fn read(&self, index: usize, dtype: DType) -> Result<Value>;
 
+    /// The values at in-range slots, in order: bulk reads for scatter and
+    /// [`Tensor::to_values`](crate::Tensor::to_values). The default reads one by one; a class
+    /// that can read many slots under one lock should override it.
+    fn read_all(&self, indices: &[usize], dtype: DType) -> Result<Vec<Value>> {
+        indices.iter().map(|&i| self.read(i, dtype)).collect()
+    }
+
     /// Stores an already normalized value at an in-range slot.
     fn write(&self, index: usize, value: Value, dtype: DType) -> Result<()>;
 
@@ -121,6 +128,9 @@ pub(crate) trait ErasedCarrier: Send + Sync {
     fn supports_storage_dtype(&self, dtype: DType) -> bool;
     fn size(&self) -> usize;
     fn read(&self, index: usize, dtype: DType) -> Result<Value>;
+    fn read_all(&self, indices: &[usize], dtype: DType) -> Result<Vec<Value>> {
+        indices.iter().map(|&i| self.read(i, dtype)).collect()
+    }
     fn write(&self, index: usize, value: Value, dtype: DType) -> Result<()>;
     fn write_all(&self, writes: &[(usize, Value)], dtype: DType) -> Result<()>;
     fn release(&self) -> Result<()>;
@@ -169,6 +179,9 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
     }
     fn read(&self, index: usize, dtype: DType) -> Result<Value> {
         DefinitionFreeCarrier::read(self, index, dtype)
+    }
+    fn read_all(&self, indices: &[usize], dtype: DType) -> Result<Vec<Value>> {
+        DefinitionFreeCarrier::read_all(self, indices, dtype)
     }
     fn write(&self, index: usize, value: Value, dtype: DType) -> Result<()> {
         DefinitionFreeCarrier::write(self, index, value, dtype)

@@ -263,6 +263,17 @@ impl Carrier {
         self.body().read(index, self.inner.dtype)
     }
 
+    /// The values at slots `indices`, in order, read in bulk (one lock where the class
+    /// allows): the same checks and errors as [`get`](Carrier::get) for each slot, all made
+    /// before the first read.
+    pub(crate) fn get_all(&self, indices: &[usize]) -> Result<Vec<Value>> {
+        self.check_live("read slots")?;
+        for &index in indices {
+            self.check_index(index)?;
+        }
+        self.body().read_all(indices, self.inner.dtype)
+    }
+
     /// Writes `value` (normalized to the dtype) at slot `index` and bumps the version by 1.
     ///
     /// Checks, in order: released (Runtime), claimed or not mutable (Runtime), range

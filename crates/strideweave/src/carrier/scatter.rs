@@ -46,7 +46,7 @@ impl Carrier {
         self.check_scatter_source(source.carrier().class(), source.dtype())?;
         let base = destination.offset().checked_add(mapping_offset);
         let size = self.size();
-        let mut writes: Vec<(usize, Value)> = Vec::with_capacity(mapping.size());
+        let mut targets: Vec<usize> = Vec::with_capacity(mapping.size());
         for ordinal in 0..mapping.size() {
             let slot = base.and_then(|b| b.checked_add(mapping.index_of(ordinal).ok()?));
             let Some(slot) = slot.filter(|s| *s < size) else {
@@ -56,9 +56,18 @@ impl Carrier {
                     destination.offset()
                 )));
             };
-            let value = source.get(&strideweave_layout::IntTuple::from(ordinal))?;
-            writes.push((slot, self.dtype().normalize(value)?));
+            targets.push(slot);
         }
+        // The shapes are equal, so the source has exactly one element per target.
+        let sources = (0..source.size())
+            .map(|ordinal| Ok(source.offset() + source.layout().index_of(ordinal)?))
+            .collect::<Result<Vec<usize>>>()?;
+        let values = source.carrier().get_all(&sources)?;
+        let writes = targets
+            .into_iter()
+            .zip(values)
+            .map(|(slot, value)| Ok((slot, self.dtype().normalize(value)?)))
+            .collect::<Result<Vec<(usize, Value)>>>()?;
         self.write_all(&writes)
     }
 }

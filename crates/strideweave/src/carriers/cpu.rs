@@ -376,6 +376,34 @@ impl DefinitionFreeCarrier for Cpu {
         value.ok_or_else(|| vanished(index))
     }
 
+    /// One read lock for all the slots.
+    fn read_all(&self, indices: &[usize], _dtype: DType) -> Result<Vec<Value>> {
+        let values = match self.element {
+            Element::Float32 => self.with_f32(|slots| {
+                indices
+                    .iter()
+                    .map(|&i| slots.get(i).map(|x| Value::Float(f64::from(*x))))
+                    .collect::<Option<Vec<_>>>()
+            })?,
+            Element::Int32 => self.with_i32(|slots| {
+                indices
+                    .iter()
+                    .map(|&i| slots.get(i).map(|x| Value::Int(i64::from(*x))))
+                    .collect::<Option<Vec<_>>>()
+            })?,
+            Element::Bool => self.with_bytes(|slots| {
+                indices
+                    .iter()
+                    .map(|&i| slots.get(i).map(|b| Value::Bool(*b != 0)))
+                    .collect::<Option<Vec<_>>>()
+            })?,
+        };
+        values.ok_or_else(|| {
+            let first = indices.iter().copied().find(|&i| i >= self.slots);
+            vanished(first.unwrap_or(self.slots))
+        })
+    }
+
     fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
         let stored = match (self.element, value) {
             (Element::Float32, Value::Float(x)) => {

@@ -34,11 +34,9 @@ impl Tensor {
 
     /// Every value in colexicographic order of the coordinates.
     pub fn to_values(&self) -> Result<Vec<Value>> {
-        (0..self.size())
-            .map(|ordinal| {
-                let slot = self.offset() + self.layout().index_of(ordinal)?;
-                self.carrier().get(slot)
-            })
-            .collect()
+        let slots = (0..self.size())
+            .map(|ordinal| Ok(self.offset() + self.layout().index_of(ordinal)?))
+            .collect::<Result<Vec<usize>>>()?;
+        self.carrier().get_all(&slots)
     }
 }
