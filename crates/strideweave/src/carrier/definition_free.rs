@@ -55,6 +55,21 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
             .try_for_each(|&(index, value)| self.write(index, value, dtype))
     }
 
+    /// Copies the `source` carrier's slots `sources` to this carrier's slots `targets`, pair
+    /// by pair, natively when the class can (the CPU carrier from a CPU source of its own
+    /// element type), or answers `None` (the default) so the framework moves `Value`s. The
+    /// framework has checked every slot of both carriers and counts the write; a failing
+    /// implementation must leave every target slot as it was.
+    fn copy_slots_from(
+        &self,
+        source: &Carrier,
+        sources: &[usize],
+        targets: &[usize],
+    ) -> Option<Result<()>> {
+        let _ = (source, sources, targets);
+        None
+    }
+
     /// Relinquishes the storage; called at most once.
     fn release(&self) -> Result<()>;
 
@@ -134,6 +149,15 @@ pub(crate) trait ErasedCarrier: Send + Sync {
     fn write(&self, index: usize, value: Value, dtype: DType) -> Result<()>;
     fn write_all(&self, writes: &[(usize, Value)], dtype: DType) -> Result<()>;
     fn release(&self) -> Result<()>;
+    fn copy_slots_from(
+        &self,
+        source: &Carrier,
+        sources: &[usize],
+        targets: &[usize],
+    ) -> Option<Result<()>> {
+        let _ = (source, sources, targets);
+        None
+    }
     /// A fresh carrier of this class (see [`DefinitionFreeCarrier::new_like`]).
     fn new_like(&self, values: &[Value], dtype: DType, mutable: bool) -> Result<Carrier>;
     /// A fresh carrier of this class (see [`DefinitionFreeCarrier::allocate_like`]).
@@ -191,6 +215,14 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
     }
     fn release(&self) -> Result<()> {
         DefinitionFreeCarrier::release(self)
+    }
+    fn copy_slots_from(
+        &self,
+        source: &Carrier,
+        sources: &[usize],
+        targets: &[usize],
+    ) -> Option<Result<()>> {
+        DefinitionFreeCarrier::copy_slots_from(self, source, sources, targets)
     }
     fn new_like(&self, values: &[Value], dtype: DType, mutable: bool) -> Result<Carrier> {
         let body = DefinitionFreeCarrier::new_like(self, values, dtype)?;

@@ -267,11 +267,16 @@ impl Carrier {
     /// allows): the same checks and errors as [`get`](Carrier::get) for each slot, all made
     /// before the first read.
     pub(crate) fn get_all(&self, indices: &[usize]) -> Result<Vec<Value>> {
-        self.check_live("read slots")?;
-        for &index in indices {
-            self.check_index(index)?;
-        }
+        self.check_readable_slots(indices)?;
         self.body().read_all(indices, self.inner.dtype)
+    }
+
+    /// The checks of [`get_all`](Carrier::get_all): live, and every slot in range.
+    pub(super) fn check_readable_slots(&self, indices: &[usize]) -> Result<()> {
+        self.check_live("read slots")?;
+        indices
+            .iter()
+            .try_for_each(|&index| self.check_index(index))
     }
 
     /// Writes `value` (normalized to the dtype) at slot `index` and bumps the version by 1.
@@ -293,7 +298,7 @@ impl Carrier {
     /// Runs one body write and moves the version by 1: after it succeeds, or as it starts
     /// for a class that counts writes from their transfer start (a failed block-device
     /// write may have changed bytes).
-    fn counted_write(
+    pub(super) fn counted_write(
         &self,
         write: impl FnOnce(&dyn ErasedCarrier, DType) -> Result<()>,
     ) -> Result<()> {

@@ -62,12 +62,19 @@ impl Carrier {
         let sources = (0..source.size())
             .map(|ordinal| Ok(source.offset() + source.layout().index_of(ordinal)?))
             .collect::<Result<Vec<usize>>>()?;
-        let values = source.carrier().get_all(&sources)?;
-        let writes = targets
-            .into_iter()
-            .zip(values)
-            .map(|(slot, value)| Ok((slot, self.dtype().normalize(value)?)))
-            .collect::<Result<Vec<(usize, Value)>>>()?;
-        self.write_all(&writes)
+        let from = source.carrier();
+        from.check_readable_slots(&sources)?;
+        self.counted_write(|body, dtype| {
+            if let Some(copied) = body.copy_slots_from(from, &sources, &targets) {
+                return copied;
+            }
+            let values = from.get_all(&sources)?;
+            let writes = targets
+                .iter()
+                .zip(values)
+                .map(|(&slot, value)| Ok((slot, dtype.normalize(value)?)))
+                .collect::<Result<Vec<(usize, Value)>>>()?;
+            body.write_all(&writes, dtype)
+        })
     }
 }

@@ -447,6 +447,53 @@ impl DefinitionFreeCarrier for Cpu {
         })?
     }
 
+    /// A CPU source of the same element type is copied byte for byte: gathered under its
+    /// read lock, then written under this carrier's write lock (never both at once, so two
+    /// scatters in opposite directions cannot deadlock, and a carrier may scatter into
+    /// itself).
+    fn copy_slots_from(
+        &self,
+        source: &Carrier,
+        sources: &[usize],
+        targets: &[usize],
+    ) -> Option<Result<()>> {
+        let from = source.downcast_ref::<Cpu>()?;
+        if from.element != self.element || sources.len() != targets.len() {
+            return None;
+        }
+        let width = self.element.width();
+        let gathered = from.with_bytes(|bytes| {
+            let mut out = Vec::with_capacity(sources.len() * width);
+            for &i in sources {
+                let slot = slot_range(i, width).and_then(|r| bytes.get(r));
+                out.extend_from_slice(slot.ok_or_else(|| vanished(i))?);
+            }
+            Ok(out)
+        });
+        let gathered = match gathered.and_then(|g| g) {
+            Ok(gathered) => gathered,
+            Err(error) => return Some(Err(error)),
+        };
+        Some(
+            self.with_bytes_mut(|bytes| {
+                let len = bytes.len();
+                if let Some(&bad) = targets
+                    .iter()
+                    .find(|&&t| slot_range(t, width).is_none_or(|r| r.end > len))
+                {
+                    return Err(vanished(bad));
+                }
+                for (&t, chunk) in targets.iter().zip(gathered.chunks_exact(width)) {
+                    if let Some(slot) = slot_range(t, width).and_then(|r| bytes.get_mut(r)) {
+                        slot.copy_from_slice(chunk);
+                    }
+                }
+                Ok(())
+            })
+            .and_then(|written| written),
+        )
+    }
+
     fn release(&self) -> Result<()> {
         let buffer = self.buffer.write().take();
         // Free outside the lock.
