@@ -1113,3 +1113,15 @@ fn a_tier_claimed_by_a_pending_move_is_refused_and_the_other_tier_given_back() {
     let tiled = TiledEvictable::carrier(&primary, &destination, &[2], &[1], None).unwrap();
     assert_eq!(values(&tiled), floats(&[5.0, 6.0]));
 }
+
+#[test]
+fn scenario_21_tile_selection_and_tile_set_orders() {
+    // semantics-operations.md §8 item 21, with its numbers.
+    let selection = TileSelection::new(vec![vec![7, 2], vec![4, 9]]).unwrap();
+    assert_eq!(
+        selection.coordinates(),
+        vec![vec![7, 4], vec![2, 4], vec![7, 9], vec![2, 9]]
+    );
+    let tiles = TileSet::new([vec![0, 1], vec![1, 0], vec![0, 0]]).unwrap();
+    assert_eq!(tiles.coordinates(), &[vec![0, 0], vec![1, 0], vec![0, 1]]);
+}
