@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::autograd::no_grad;
 use crate::carrier::{Carrier, CarrierClass, ClassKind, DefinitionFreeCarrier, OwnershipToken};
+use crate::carriers::tier_pair::check_tier_pair;
 use crate::carriers::BlockDeviceCarrier;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
@@ -65,43 +66,7 @@ impl Evictable {
     /// is frozen: the primary's capabilities whose output dtype both tiers store. The size
     /// and dtype are the primary's; the mutability is the primary's.
     pub fn carrier(primary: &Carrier, secondary: &Carrier) -> Result<Carrier> {
-        if primary.same_as(secondary) {
-            return Err(Error::Value(format!(
-                "an Evictable needs two distinct tiers, got the same {} carrier twice",
-                primary.class()
-            )));
-        }
-        for (role, tier) in [("primary", primary), ("secondary", secondary)] {
-            if tier.is_released() {
-                return Err(Error::Runtime(format!(
-                    "the {role} {} tier of an Evictable is released",
-                    tier.class()
-                )));
-            }
-        }
-        for (role, tier) in [("primary", primary), ("secondary", secondary)] {
-            if tier.is_owned() {
-                return Err(Error::Runtime(format!(
-                    "the {role} {} tier of an Evictable is owned by another carrier",
-                    tier.class()
-                )));
-            }
-        }
-        if primary.dtype() != secondary.dtype() {
-            return Err(Error::Type(format!(
-                "Evictable tiers must share one dtype, got {} ({}) and {} ({})",
-                primary.dtype(),
-                primary.class(),
-                secondary.dtype(),
-                secondary.class()
-            )));
-        }
-        if !secondary.is_intrinsically_mutable() {
-            return Err(Error::Runtime(format!(
-                "the secondary {} tier of an Evictable must be mutable",
-                secondary.class()
-            )));
-        }
+        check_tier_pair(primary, secondary, "an Evictable")?;
         if primary.size() == 0 {
             return Err(Error::Value(format!(
                 "the primary {} tier of an Evictable is empty",

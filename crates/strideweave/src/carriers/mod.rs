@@ -10,6 +10,7 @@ mod evictable;
 pub mod extension;
 mod file_backed;
 mod generic;
+mod tier_pair;
 mod tiled;
 
 use std::any::TypeId;

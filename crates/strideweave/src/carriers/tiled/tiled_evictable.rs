@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::carrier::Carrier;
+use crate::carriers::tier_pair::check_tier_pair;
 use crate::carriers::tiled::tile_copy::Tier;
 use crate::carriers::tiled::tile_grid::{decode, TileGrid};
 use crate::carriers::tiled::tile_table::{Seeding, TileTable};
@@ -314,44 +315,8 @@ fn check_tiers(
     grid: &TileGrid,
     seeding: Seeding,
 ) -> Result<()> {
-    if primary.same_as(secondary) {
-        return Err(Error::Value(format!(
-            "a TiledEvictable needs two distinct tiers, got the same {} carrier twice",
-            primary.class()
-        )));
-    }
+    check_tier_pair(primary, secondary, "a TiledEvictable")?;
     let tiers = [("primary", primary), ("secondary", secondary)];
-    for (role, tier) in tiers {
-        if tier.is_released() {
-            return Err(Error::Runtime(format!(
-                "the {role} {} tier of a TiledEvictable is released",
-                tier.class()
-            )));
-        }
-    }
-    for (role, tier) in tiers {
-        if tier.is_owned() {
-            return Err(Error::Runtime(format!(
-                "the {role} {} tier of a TiledEvictable is owned by another carrier",
-                tier.class()
-            )));
-        }
-    }
-    if primary.dtype() != secondary.dtype() {
-        return Err(Error::Type(format!(
-            "TiledEvictable tiers must share one dtype, got {} ({}) and {} ({})",
-            primary.dtype(),
-            primary.class(),
-            secondary.dtype(),
-            secondary.class()
-        )));
-    }
-    if !secondary.is_intrinsically_mutable() {
-        return Err(Error::Runtime(format!(
-            "the secondary {} tier of a TiledEvictable must be mutable",
-            secondary.class()
-        )));
-    }
     let full = grid.logical_size();
     for (role, tier) in tiers {
         let size = tier.size();
