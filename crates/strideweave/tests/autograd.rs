@@ -662,3 +662,118 @@ mod random_strides {
         }
     }
 }
+
+/// A Float32 CPU tensor of `values` under `layout`.
+fn under(values: &[f32], layout: &str) -> Tensor {
+    Tensor::new(
+        Cpu::from_f32(values, true).unwrap(),
+        0,
+        layout.parse().unwrap(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn batched_grad_stacks_one_pass_per_cotangent() -> Result<()> {
+    use strideweave::autograd::grad_batched;
+    // y = W·x as matmul((2,3), (1,3)) -> (2,1); the batch of cotangents are the two unit
+    // rows, so the stacked gradient for x holds the rows of W.
+    let w = leaf(&[1.0, 4.0, 2.0, 5.0, 3.0, 6.0], Shape::new((2, 3))?);
+    let x = leaf(&[1.0, 1.0, 1.0], Shape::new((1, 3))?);
+    let y = ops::matmul(&w, &x)?;
+    assert_eq!(y.layout().to_string(), "(2,1):(1,2)");
+    // Batch mode 2 (stride 2) prepended to y's layout.
+    let cotangents = under(&[1.0, 0.0, 0.0, 1.0], "(2,2,1):(2,1,2)");
+    let grads = grad_batched(
+        std::slice::from_ref(&y),
+        &[x.clone(), w.clone()],
+        std::slice::from_ref(&cotangents),
+        true,
+    )?;
+    let dx = grads[0].clone().expect("x is reachable");
+    // One gradient has x's layout (1,3):(1,1), cosize 3: the batch stride is 3.
+    assert_eq!(dx.layout().to_string(), "(2,1,3):(3,1,1)");
+    assert_eq!(floats(&dx), [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    // Each slice equals the single-cotangent grad of that row.
+    for k in 0..2 {
+        let row = Tensor::new(cotangents.carrier().clone(), 2 * k, y.layout().clone())?;
+        let single = grad(
+            std::slice::from_ref(&y),
+            std::slice::from_ref(&x),
+            &[Some(row)],
+            true,
+        )?;
+        let expected = floats(&single[0].clone().unwrap());
+        let slice: Vec<f64> = (0..3).map(|j| floats(&dx)[k + 2 * j]).collect();
+        assert_eq!(slice, expected);
+    }
+    let dw = grads[1].clone().expect("w is reachable");
+    assert_eq!(dw.shape(), &Shape::new((2, 2, 3))?);
+    assert!(
+        x.grad().is_none() && w.grad().is_none(),
+        "grad never touches .grad"
+    );
+    Ok(())
+}
+
+#[test]
+fn batched_grad_checks_everything_before_the_first_pass_and_frees_the_graph_last() -> Result<()> {
+    use strideweave::autograd::grad_batched;
+    let x = leaf(&[1.0, 2.0], Shape::new(2)?);
+    let unrelated = leaf(&[3.0], Shape::new(1)?);
+    let y = ops::mul(&x, 3.0)?;
+    let wrong_layout = under(&[1.0, 0.0, 0.0, 1.0], "(2,2):(1,2)");
+    let error = grad_batched(
+        std::slice::from_ref(&y),
+        std::slice::from_ref(&x),
+        &[wrong_layout],
+        false,
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value, "{error}");
+    assert!(error.to_string().contains("leaf batch mode"), "{error}");
+    let error = grad_batched(
+        std::slice::from_ref(&y),
+        std::slice::from_ref(&x),
+        &[],
+        false,
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value, "{error}");
+    let z = ops::mul(&x, 2.0)?;
+    let two = under(&[1.0; 4], "(2,2):(2,1)");
+    let three = under(&[1.0; 6], "(3,2):(2,1)");
+    let error = grad_batched(
+        &[y.clone(), z.clone()],
+        std::slice::from_ref(&x),
+        &[two.clone(), three],
+        false,
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value, "{error}");
+    assert!(error.to_string().contains("one batch extent"), "{error}");
+
+    // Three passes without retain_graph: the graph survives until the last one.
+    let batch = under(&[1.0, 0.0, 0.0, 1.0, 1.0, 1.0], "(3,2):(2,1)");
+    let grads = grad_batched(
+        std::slice::from_ref(&y),
+        &[x.clone(), unrelated.clone()],
+        &[batch],
+        false,
+    )?;
+    assert_eq!(
+        floats(&grads[0].clone().unwrap()),
+        [3.0, 0.0, 3.0, 0.0, 3.0, 3.0]
+    );
+    assert!(grads[1].is_none(), "an unreachable input gives None");
+    let error = grad(
+        std::slice::from_ref(&y),
+        std::slice::from_ref(&x),
+        &[Some(ones_like(&y))],
+        false,
+    )
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime, "{error}");
+    assert!(error.to_string().contains("retain_graph"), "{error}");
+    Ok(())
+}

@@ -5,6 +5,7 @@
 //! operand requires gradients; [`Tensor::backward`](crate::Tensor::backward) and [`grad`]
 //! walk the graph back with one iterative engine.
 
+mod batched;
 mod engine;
 mod grad_mode;
 mod materialize;
@@ -15,6 +16,7 @@ mod state;
 mod tensor_api;
 mod view_rule;
 
+pub use batched::grad_batched;
 pub use grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
 pub(crate) use node::BackwardRule;
 pub use node::Node;
