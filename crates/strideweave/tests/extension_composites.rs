@@ -56,8 +56,12 @@ fn tiers_storage() -> StorageProvider {
     StorageProvider::new(
         |state: &Tiers, dtype| state.dependency.supports_storage_dtype(dtype),
         |state: &Tiers| state.slots.as_ref().map_or(0, |c| c.size() as i64),
-        |state: &mut Tiers, slots| {
-            state.slots = Some(state.dependency.allocate_like(slots, true, None, false)?);
+        |state: &mut Tiers, slots, dtype| {
+            state.slots = Some(
+                state
+                    .dependency
+                    .allocate_like(slots, true, Some(dtype), false)?,
+            );
             Ok(())
         },
         |state: &mut Tiers| match state.slots.take() {

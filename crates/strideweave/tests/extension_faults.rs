@@ -93,7 +93,7 @@ fn storage(fallback: bool) -> StorageProvider {
             }
             state.values.len() as i64
         },
-        |state: &mut Slots, slots| {
+        |state: &mut Slots, slots, _dtype| {
             state.faults.allocate.check("allocate")?;
             state.values = vec![Value::Float(0.0); slots];
             Ok(())

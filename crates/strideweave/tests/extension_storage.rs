@@ -55,7 +55,7 @@ fn slots_storage() -> StorageProvider {
     StorageProvider::new(
         |_: &Slots, dtype| dtype == DType::FLOAT32 || dtype == DType::INT32,
         |state: &Slots| state.values.len() as i64,
-        |state: &mut Slots, slots| {
+        |state: &mut Slots, slots, _dtype| {
             if let Some(device) = &state.device {
                 device.allocations.lock().unwrap().push(slots);
             }
@@ -255,7 +255,7 @@ fn reject_an_invalid_provider_return() {
         StorageProvider::new(
             |_: &Slots, _| true,
             move |state: &Slots| size(state.values.len()),
-            |state: &mut Slots, slots| {
+            |state: &mut Slots, slots, _dtype| {
                 state.values = vec![Value::Int(0); slots];
                 Ok(())
             },
@@ -301,7 +301,7 @@ fn ignore_the_carrier_for_fixed_dtype_support() -> Result<()> {
             dtype == DType::FLOAT32
         },
         |state: &Slots| state.values.len() as i64,
-        |state: &mut Slots, slots| {
+        |state: &mut Slots, slots, _dtype| {
             state.values = vec![Value::Float(0.0); slots];
             Ok(())
         },

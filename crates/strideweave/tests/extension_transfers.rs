@@ -29,7 +29,7 @@ fn storage(fallback: bool) -> StorageProvider {
     StorageProvider::new(
         |_: &Slots, dtype| dtype == DType::FLOAT32,
         |state: &Slots| state.values.len() as i64,
-        |state: &mut Slots, slots| {
+        |state: &mut Slots, slots, _dtype| {
             state.values = vec![Value::Float(0.0); slots];
             Ok(())
         },

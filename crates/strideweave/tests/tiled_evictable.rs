@@ -575,6 +575,49 @@ fn factories_make_fresh_implicit_zero_tiled_evictables() {
     );
 }
 
+#[test]
+fn a_factory_of_another_dtype_builds_tiers_of_that_dtype() {
+    // Generic stores Float32, Int32 and Bool, so the intersection covers Int32.
+    let primary = generic(&counting(4));
+    let tiled = TiledEvictable::carrier(&primary, &generic(&[]), &[2], &[2], None).unwrap();
+    let ints = tiled
+        .new_like(
+            &[Value::Int(7), Value::Int(0), Value::Int(0), Value::Int(-3)],
+            true,
+            Some(DType::INT32),
+        )
+        .unwrap();
+    assert_eq!(ints.dtype(), DType::INT32);
+    assert_eq!(
+        TiledEvictable::primary(&ints).unwrap().dtype(),
+        DType::INT32
+    );
+    assert_eq!(
+        TiledEvictable::secondary(&ints).unwrap().dtype(),
+        DType::INT32
+    );
+    assert_eq!(
+        values(&ints),
+        [Value::Int(7), Value::Int(0), Value::Int(0), Value::Int(-3)]
+    );
+    ints.set(1, Value::Int(5)).unwrap();
+    assert_eq!(ints.get(1).unwrap(), Value::Int(5));
+    // A dtype one tier cannot store is refused before anything is allocated.
+    let cpu_tiled = TiledEvictable::carrier(
+        &strideweave::carriers::Cpu::from_f32(&[0.0; 4], true).unwrap(),
+        &generic(&[]),
+        &[2],
+        &[2],
+        None,
+    )
+    .unwrap();
+    expect_err(
+        cpu_tiled.allocate_like(4, true, Some(DType::FLOAT64), false),
+        ErrorKind::Value,
+        "cannot store dtype",
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The residency vocabulary
 

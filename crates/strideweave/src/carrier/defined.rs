@@ -139,7 +139,7 @@ impl DefinedBody {
                 "{class} carriers cannot store dtype {dtype}"
             )));
         }
-        storage.call_allocate(class, state.as_mut(), slots)?;
+        storage.call_allocate(class, state.as_mut(), slots, dtype)?;
         let checked = storage
             .call_physical_size(class, state.as_ref())
             .and_then(|size| {

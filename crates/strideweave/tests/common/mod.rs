@@ -215,7 +215,7 @@ pub fn f32_storage() -> StorageProvider {
     StorageProvider::new(
         |_: &F32s, dtype| dtype == DType::FLOAT32,
         |state: &F32s| state.0.len() as i64,
-        |state: &mut F32s, slots| {
+        |state: &mut F32s, slots, _dtype| {
             state.0 = vec![0.0; slots];
             Ok(())
         },

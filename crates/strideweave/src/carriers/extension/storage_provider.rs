@@ -14,7 +14,7 @@ pub(crate) type ErasedState = Box<dyn Any + Send + Sync>;
 
 type SupportsFn = dyn Fn(&dyn Any, DType) -> Result<bool> + Send + Sync;
 type SizeFn = dyn Fn(&dyn Any) -> Result<i64> + Send + Sync;
-type AllocateFn = dyn Fn(&mut dyn Any, usize) -> Result<()> + Send + Sync;
+type AllocateFn = dyn Fn(&mut dyn Any, usize, DType) -> Result<()> + Send + Sync;
 type ReleaseFn = dyn Fn(&mut dyn Any) -> Result<()> + Send + Sync;
 type ReadFn = dyn Fn(&dyn Any, usize) -> Result<Value> + Send + Sync;
 type WriteFn = dyn Fn(&mut dyn Any, usize, Value) -> Result<()> + Send + Sync;
@@ -60,7 +60,7 @@ struct Callbacks {
 /// let storage = StorageProvider::new(
 ///     |_: &Ring, dtype| dtype == DType::INT32,
 ///     |ring: &Ring| ring.values.len() as i64,
-///     |ring: &mut Ring, slots| { ring.values = vec![0; slots]; Ok(()) },
+///     |ring: &mut Ring, slots, _dtype| { ring.values = vec![0; slots]; Ok(()) },
 ///     |ring: &mut Ring| { ring.values.clear(); Ok(()) },
 ///     |ring: &Ring, index| Ok(Value::Int(ring.values[index])),
 ///     |ring: &mut Ring, index, value: Value| {
@@ -104,7 +104,9 @@ impl StorageProvider {
     /// - `supports_dtype(&S, dtype)`: whether the class stores `dtype` (by identity);
     ///   independent of size, mutability and release state;
     /// - `physical_size(&S)`: the slot count; negative is a Value error at the boundary;
-    /// - `allocate(&mut S, slots)`: establishes storage of exactly `slots` slots;
+    /// - `allocate(&mut S, slots, dtype)`: establishes storage of exactly `slots` slots for
+    ///   the carrier's dtype `dtype` (the seed's callback receives the carrier, whose dtype it
+    ///   may read; a factory may ask for another dtype than the prototype's);
     /// - `release(&mut S)`: relinquishes the storage; called at most once;
     /// - `read(&S, index)`: the value at an in-range slot, in a form the dtype accepts (else a
     ///   Type error);
@@ -121,7 +123,7 @@ impl StorageProvider {
         S: Clone + Send + Sync + 'static,
         Supports: Fn(&S, DType) -> bool + Send + Sync + 'static,
         Size: Fn(&S) -> i64 + Send + Sync + 'static,
-        Allocate: Fn(&mut S, usize) -> Result<()> + Send + Sync + 'static,
+        Allocate: Fn(&mut S, usize, DType) -> Result<()> + Send + Sync + 'static,
         Release: Fn(&mut S) -> Result<()> + Send + Sync + 'static,
         Read: Fn(&S, usize) -> Result<Value> + Send + Sync + 'static,
         Write: Fn(&mut S, usize, Value) -> Result<()> + Send + Sync + 'static,
@@ -134,7 +136,9 @@ impl StorageProvider {
                     Ok(supports_dtype(downcast::<S>(state)?, dtype))
                 }),
                 physical_size: Box::new(move |state| Ok(physical_size(downcast::<S>(state)?))),
-                allocate: Box::new(move |state, slots| allocate(downcast_mut::<S>(state)?, slots)),
+                allocate: Box::new(move |state, slots, dtype| {
+                    allocate(downcast_mut::<S>(state)?, slots, dtype)
+                }),
                 release: Box::new(move |state| release(downcast_mut::<S>(state)?)),
                 read: Box::new(move |state, index| read(downcast::<S>(state)?, index)),
                 write: Box::new(move |state, index, value| {
@@ -224,9 +228,10 @@ impl StorageProvider {
         class: CarrierClass,
         state: &mut dyn Any,
         slots: usize,
+        dtype: DType,
     ) -> Result<()> {
         self.guarded(class, "allocate", || {
-            (self.callbacks.allocate)(state, slots)
+            (self.callbacks.allocate)(state, slots, dtype)
         })
     }
 

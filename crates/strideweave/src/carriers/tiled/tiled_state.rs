@@ -81,7 +81,7 @@ impl TiledState {
         })
     }
 
-    fn allocate(&mut self, slots: usize) -> Result<()> {
+    fn allocate(&mut self, slots: usize, dtype: DType) -> Result<()> {
         let logical = self.grid.logical_size();
         if slots != logical {
             return Err(Error::Value(format!(
@@ -99,8 +99,10 @@ impl TiledState {
                 "a TiledEvictable template has no tiers to allocate from".to_string(),
             ));
         };
-        let primary = primary.allocate_like(0, true, None, false)?;
-        let secondary = match secondary.allocate_like(0, true, None, false) {
+        // Fresh tiers of the requested dtype, which a factory may change (both tiers store
+        // it: the framework asked `supports_dtype`, the intersection of theirs, first).
+        let primary = primary.allocate_like(0, true, Some(dtype), false)?;
+        let secondary = match secondary.allocate_like(0, true, Some(dtype), false) {
             Ok(secondary) => secondary,
             Err(error) => {
                 // Give the fresh primary back: a failed factory call leaves nothing behind.
