@@ -9,7 +9,10 @@
 //! autograd node (the path refuses whenever one would be recorded). Anything else — another
 //! carrier class or dtype, differing or non-canonical layouts, a released operand, more than
 //! [`DIRECT_MAX`] elements, recording on — answers `None` and the caller takes the general
-//! pipeline, which also reports every error.
+//! pipeline, which also reports every error. Inside that pipeline the CPU elementwise
+//! kernel computes a resolved invocation of the same kind through [`invocation`], so a call
+//! that records gradients (or comes through `operation::call`) still skips the general
+//! strided machinery.
 
 use strideweave_layout::Layout;
 
