@@ -20,6 +20,7 @@ mod compose;
 mod divide;
 mod error;
 mod index_map;
+mod indices;
 mod int_tuple;
 mod inverse;
 mod layout;
@@ -35,6 +36,7 @@ mod view;
 
 pub use error::{LayoutError, Result};
 pub use index_map::{ComposedMap, Composition, IndexMap};
+pub use indices::Indices;
 pub use int_tuple::IntTuple;
 pub use layout::Layout;
 pub use profile::{Profile, ProfileToken};

@@ -95,6 +95,14 @@ proptest! {
     }
 
     #[test]
+    fn indices_step_through_index_of_in_ordinal_order(layout in some_layout()) {
+        let stepped: Vec<usize> = layout.indices().collect();
+        let decoded: Vec<usize> = (0..layout.size()).map(|i| layout.index_of(i).unwrap()).collect();
+        prop_assert_eq!(layout.indices().len(), layout.size());
+        prop_assert_eq!(stepped, decoded);
+    }
+
+    #[test]
     fn index_agrees_with_encode_decode_and_leaf_coordinates(layout in some_layout()) {
         let shape = layout.shape();
         for i in 0..layout.size() {

@@ -47,8 +47,8 @@ impl Carrier {
         let base = destination.offset().checked_add(mapping_offset);
         let size = self.size();
         let mut targets: Vec<usize> = Vec::with_capacity(mapping.size());
-        for ordinal in 0..mapping.size() {
-            let slot = base.and_then(|b| b.checked_add(mapping.index_of(ordinal).ok()?));
+        for (ordinal, index) in mapping.indices().enumerate() {
+            let slot = base.and_then(|b| b.checked_add(index));
             let Some(slot) = slot.filter(|s| *s < size) else {
                 return Err(Error::Value(format!(
                     "scatter element {ordinal} lands outside the {} carrier of size {size} (offset {} + {mapping_offset}, mapping {mapping})",
@@ -59,9 +59,8 @@ impl Carrier {
             targets.push(slot);
         }
         // The shapes are equal, so the source has exactly one element per target.
-        let sources = (0..source.size())
-            .map(|ordinal| Ok(source.offset() + source.layout().index_of(ordinal)?))
-            .collect::<Result<Vec<usize>>>()?;
+        let offset = source.offset();
+        let sources: Vec<usize> = source.layout().indices().map(|i| offset + i).collect();
         let from = source.carrier();
         from.check_readable_slots(&sources)?;
         self.counted_write(|body, dtype| {

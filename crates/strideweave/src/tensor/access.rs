@@ -34,9 +34,8 @@ impl Tensor {
 
     /// Every value in colexicographic order of the coordinates.
     pub fn to_values(&self) -> Result<Vec<Value>> {
-        let slots = (0..self.size())
-            .map(|ordinal| Ok(self.offset() + self.layout().index_of(ordinal)?))
-            .collect::<Result<Vec<usize>>>()?;
+        let offset = self.offset();
+        let slots: Vec<usize> = self.layout().indices().map(|i| offset + i).collect();
         self.carrier().get_all(&slots)
     }
 }
