@@ -29,31 +29,37 @@ use crate::tensor::Tensor;
 pub(crate) const DIRECT_MAX: usize = 256;
 
 /// `-a`.
+#[inline(always)]
 pub(crate) fn neg(a: f32) -> f32 {
     -a
 }
 
-/// `1 / (1 + e^-a)`, as the CPU and Generic kernels compute it.
+/// `1 / (1 + e^-a)`: the one Float32 sigmoid formula of the CPU kernels and the direct path.
+#[inline(always)]
 pub(crate) fn sigmoid(a: f32) -> f32 {
     1.0 / (1.0 + (-a).exp())
 }
 
 /// `a + b`.
+#[inline(always)]
 pub(crate) fn add(a: f32, b: f32) -> f32 {
     a + b
 }
 
 /// `a - b`.
+#[inline(always)]
 pub(crate) fn sub(a: f32, b: f32) -> f32 {
     a - b
 }
 
 /// `a · b`.
+#[inline(always)]
 pub(crate) fn mul(a: f32, b: f32) -> f32 {
     a * b
 }
 
 /// `a / b`.
+#[inline(always)]
 pub(crate) fn div(a: f32, b: f32) -> f32 {
     a / b
 }

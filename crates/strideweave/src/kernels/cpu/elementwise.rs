@@ -95,22 +95,24 @@ pub(super) fn unsupported(name: &str, invocation: &ResolvedInvocation) -> Error 
 fn float32(name: &str, inv: &ResolvedInvocation) -> Result<Vec<Tensor>> {
     let none = describe_none::<f32>;
     match name {
-        "add" => binary::<f32, f32>(name, inv, |a, b| (a + b, false), none),
-        "sub" => binary::<f32, f32>(name, inv, |a, b| (a - b, false), none),
-        "mul" | "elementwise_mul" => binary::<f32, f32>(name, inv, |a, b| (a * b, false), none),
-        "div" => binary::<f32, f32>(name, inv, |a, b| (a / b, false), none),
+        "add" => binary::<f32, f32>(name, inv, |a, b| (direct::add(a, b), false), none),
+        "sub" => binary::<f32, f32>(name, inv, |a, b| (direct::sub(a, b), false), none),
+        "mul" | "elementwise_mul" => {
+            binary::<f32, f32>(name, inv, |a, b| (direct::mul(a, b), false), none)
+        }
+        "div" => binary::<f32, f32>(name, inv, |a, b| (direct::div(a, b), false), none),
         "maximum" => binary::<f32, f32>(name, inv, |a, b| (maximum_f32(a, b), false), none),
         "minimum" => binary::<f32, f32>(name, inv, |a, b| (minimum_f32(a, b), false), none),
         "eq" => binary::<f32, u8>(name, inv, |a, b| (u8::from(a == b), false), none),
         "lt" => binary::<f32, u8>(name, inv, |a, b| (u8::from(a < b), false), none),
         "le" => binary::<f32, u8>(name, inv, |a, b| (u8::from(a <= b), false), none),
-        "neg" => unary::<f32, f32>(name, inv, |a| (-a, false), none),
+        "neg" => unary::<f32, f32>(name, inv, |a| (direct::neg(a), false), none),
         "abs" => unary::<f32, f32>(name, inv, |a| (a.abs(), false), none),
         "exp" => unary::<f32, f32>(name, inv, |a| (a.exp(), false), none),
         "log" => unary::<f32, f32>(name, inv, |a| (a.ln(), false), none),
         "sqrt" => unary::<f32, f32>(name, inv, |a| (a.sqrt(), false), none),
         "tanh" => unary::<f32, f32>(name, inv, |a| (a.tanh(), false), none),
-        "sigmoid" => unary::<f32, f32>(name, inv, |a| (1.0 / (1.0 + (-a).exp()), false), none),
+        "sigmoid" => unary::<f32, f32>(name, inv, |a| (direct::sigmoid(a), false), none),
         "relu" => unary::<f32, f32>(name, inv, |a| (relu_f32(a), false), none),
         _ => Err(unsupported(name, inv)),
     }
