@@ -38,6 +38,7 @@ pub struct Layout {
 /// Equality on the tree and the `(extent, stride)` leaves: together they determine the shape
 /// and the stride, so comparing those again would only repeat the work.
 impl PartialEq for Layout {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         self.leaves == other.leaves && self.shape.profile() == other.shape.profile()
     }
@@ -162,6 +163,7 @@ impl Layout {
     }
 
     /// The value-free tree structure (shared by shape and stride).
+    #[inline]
     pub fn profile(&self) -> &Profile {
         self.shape.profile()
     }
@@ -210,6 +212,7 @@ impl Layout {
 
     /// Whether this is exactly [`Layout::column_major`] of its own shape: every leaf's stride
     /// is the product of the extents before it, so ordinal `i` lands on index `i`.
+    #[inline]
     pub fn is_column_major(&self) -> bool {
         let mut running = 1usize;
         self.leaf_pairs().all(|(extent, stride)| {

@@ -104,6 +104,7 @@ impl Shape {
     }
 
     /// The value-free tree structure.
+    #[inline]
     pub fn profile(&self) -> &Profile {
         &self.profile
     }

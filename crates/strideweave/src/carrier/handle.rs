@@ -61,7 +61,9 @@ impl Carrier {
     }
 
     /// [`Carrier::new`] for a caller that already knows the exact class of `T` (it must be
-    /// `CarrierClass::of::<T>()`), sparing the look-up of the class by type.
+    /// `CarrierClass::of::<T>()`), sparing the look-up of the class by type. Inlined, so the
+    /// body is built in its final place rather than copied.
+    #[inline]
     pub(crate) fn with_class<T: DefinitionFreeCarrier>(
         body: T,
         class: CarrierClass,

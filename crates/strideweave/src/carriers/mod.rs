@@ -5,7 +5,7 @@
 //! `CarrierDefinition` through the public [`extension`] surface.
 
 mod block_device;
-mod cpu;
+pub(crate) mod cpu;
 mod evictable;
 pub mod extension;
 mod file_backed;

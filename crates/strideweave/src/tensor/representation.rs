@@ -16,7 +16,8 @@ use crate::error::{Error, Result};
 struct Inner {
     carrier: Carrier,
     offset: usize,
-    layout: Layout,
+    /// Shared, so a result under an operand's layout costs a reference count, not a copy.
+    layout: Arc<Layout>,
     dtype: DType,
     /// Gradient bookkeeping (framework-owned; see the autograd module).
     autograd: Mutex<AutogradState>,
@@ -69,7 +70,20 @@ impl Tensor {
                 )))
             }
         }
-        Ok(Tensor {
+        Ok(Tensor::assemble(carrier, offset, Arc::new(layout), dtype))
+    }
+
+    /// The compact tensor of `layout` (column-major, cosize = its size) over a fresh
+    /// `carrier` that has exactly its slots: a kernel's result, already valid by
+    /// construction, so none of [`Tensor::new`]'s checks are repeated.
+    pub(crate) fn fresh(carrier: Carrier, layout: Arc<Layout>) -> Tensor {
+        debug_assert!(layout.is_column_major() && layout.cosize() == carrier.size());
+        let dtype = carrier.dtype();
+        Tensor::assemble(carrier, 0, layout, dtype)
+    }
+
+    fn assemble(carrier: Carrier, offset: usize, layout: Arc<Layout>, dtype: DType) -> Tensor {
+        Tensor {
             inner: Arc::new(Inner {
                 carrier,
                 offset,
@@ -78,7 +92,7 @@ impl Tensor {
                 autograd: Mutex::new(AutogradState::default()),
                 tracked: AtomicBool::new(false),
             }),
-        })
+        }
     }
 
     /// The compact column-major tensor of `shape` over `carrier` from slot 0.
@@ -98,6 +112,11 @@ impl Tensor {
 
     /// The layout from coordinates to slots (relative to the offset).
     pub fn layout(&self) -> &Layout {
+        &self.inner.layout
+    }
+
+    /// The layout as the shared handle this tensor holds.
+    pub(crate) fn shared_layout(&self) -> &Arc<Layout> {
         &self.inner.layout
     }
 
@@ -168,16 +187,12 @@ impl Tensor {
 
     /// A new tensor object over the same slots, outside the autograd graph.
     pub(crate) fn clone_without_autograd(&self) -> Tensor {
-        Tensor {
-            inner: Arc::new(Inner {
-                carrier: self.inner.carrier.clone(),
-                offset: self.inner.offset,
-                layout: self.inner.layout.clone(),
-                dtype: self.inner.dtype,
-                autograd: Mutex::new(AutogradState::default()),
-                tracked: AtomicBool::new(false),
-            }),
-        }
+        Tensor::assemble(
+            self.inner.carrier.clone(),
+            self.inner.offset,
+            self.inner.layout.clone(),
+            self.inner.dtype,
+        )
     }
 
     /// The same carrier and offset with another layout, validated like [`Tensor::new`].

@@ -14,10 +14,13 @@
 //! that records gradients (or comes through `operation::call`) still skips the general
 //! strided machinery.
 
+use std::sync::Arc;
+
 use strideweave_layout::Layout;
 
 pub(crate) use super::elementwise::relu_f32;
 use crate::autograd::is_grad_enabled;
+use crate::carriers::cpu::INLINE_F32;
 use crate::carriers::Cpu;
 use crate::dtype::DType;
 pub(crate) use crate::kernels::extrema::{maximum_f32, minimum_f32};
@@ -178,8 +181,8 @@ fn compute_binary(lhs: &Tensor, rhs: &Tensor, f: impl Fn(f32, f32) -> f32) -> Op
 
 /// The CPU body and layout of a Float32 CPU tensor under a canonical layout of at most
 /// [`DIRECT_MAX`] elements.
-fn eligible(t: &Tensor) -> Option<(&Cpu, &Layout)> {
-    let layout = t.layout();
+fn eligible(t: &Tensor) -> Option<(&Cpu, &Arc<Layout>)> {
+    let layout = t.shared_layout();
     if t.dtype() != DType::FLOAT32 || layout.size() > DIRECT_MAX || !layout.is_column_major() {
         return None;
     }
@@ -193,9 +196,17 @@ fn recording(operands: &[&Tensor]) -> bool {
 
 /// A fresh CPU result under `layout` whose slots `fill` writes (`None` from `fill` or a
 /// failed allocation abandons the body before anything is published).
-fn compute(layout: &Layout, fill: impl FnOnce(&mut [f32]) -> Option<()>) -> Option<Tensor> {
-    let mut body = Cpu::zeroed(layout.size(), DType::FLOAT32).ok()?;
-    body.with_f32_exclusive(fill).ok()??;
-    let carrier = Cpu::wrap(body, DType::FLOAT32, true).ok()?;
-    Tensor::new(carrier, 0, layout.clone()).ok()
+fn compute(layout: &Arc<Layout>, fill: impl FnOnce(&mut [f32]) -> Option<()>) -> Option<Tensor> {
+    let n = layout.size();
+    let carrier = if n <= INLINE_F32 {
+        // Computed on the stack, then placed in the carrier as it is built.
+        let mut values = [0.0f32; INLINE_F32];
+        fill(&mut values[..n])?;
+        Cpu::small_f32(&values[..n], true).ok()?
+    } else {
+        let mut body = Cpu::zeroed(n, DType::FLOAT32).ok()?;
+        body.with_f32_exclusive(fill).ok()??;
+        Cpu::wrap(body, DType::FLOAT32, true).ok()?
+    };
+    Some(Tensor::fresh(carrier, Arc::clone(layout)))
 }

@@ -1,29 +1,42 @@
-//! `Cpu`: slots in one aligned native allocation, the carrier the host kernels run on.
+//! `Cpu`: slots in native memory, the carrier the host kernels run on.
 //!
-//! Memory layout of a CPU carrier of `n` slots:
+//! Memory layout of a CPU carrier of `n` slots, native-endian f32 / i32 (4 bytes) or bool
+//! (1 byte, 0/1):
 //!
 //! ```text
-//! Cpu { element, slots: n, buffer: RwLock<Option<AlignedBuffer>> }
-//!                                        |
-//!                                        v  64-byte aligned (2 MiB aligned from 2 MiB up)
-//!                                        [ slot 0 | slot 1 | ... | slot n-1 ]
-//!                                          native-endian f32 / i32 (4 bytes) or bool (1 byte, 0/1)
+//! up to 64 bytes:  Cpu { element, slots: n, Storage::Inline(InlineSlots) }
+//!                                            sequence lock + [ slot 0 | ... | slot n-1 ]
+//! beyond:          Cpu { element, slots: n, Storage::Heap(RwLock<Option<AlignedBuffer>>) }
+//!                                                                 |
+//!                        64-byte aligned (2 MiB aligned from 2 MiB up)  v
+//!                                            [ slot 0 | slot 1 | ... | slot n-1 ]
 //! ```
 //!
 //! Invariants:
-//! 1. Every byte of a live buffer is initialized (zeroed at allocation), so safe reads never
+//! 1. Every byte of live storage is initialized (zeroed at allocation), so safe reads never
 //!    observe uninitialized memory, even of slots nobody wrote.
-//! 2. The buffer is `None` exactly when the carrier is released; a read takes the read lock
-//!    and a write the write lock, so a concurrent release is seen as a Runtime error.
+//! 2. Heap storage is `None` exactly when the carrier is released; a read takes the read
+//!    lock and a write the write lock, so a concurrent release is seen as a Runtime error.
+//!    Inline storage is read without a lock under its sequence lock ([`InlineSlots`]), which
+//!    also records the release.
 //! 3. All `unsafe` code lives in [`AlignedBuffer`], which owns its allocation like a
 //!    `Box<[u8]>` and frees it on drop.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
+mod aligned_buffer;
+mod inline_slots;
+
 use std::ops::Range;
-use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 use parking_lot::RwLock;
+
+use aligned_buffer::AlignedBuffer;
+#[cfg(test)]
+use aligned_buffer::{CACHE_LINE, HUGE_PAGE};
+use inline_slots::{InlineSlots, INLINE_BYTES};
+
+/// The most Float32 slots a CPU carrier keeps inline.
+pub(crate) const INLINE_F32: usize = inline_slots::WORDS;
 
 use crate::carrier::{Carrier, CarrierClass, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, validate_storage_dtype, DType, Value};
@@ -32,15 +45,6 @@ use crate::operation::{Operation, BUILTIN_OPERATIONS};
 
 const NAME: &str = "CPU";
 const STORABLE: [DType; 3] = [DType::FLOAT32, DType::INT32, DType::BOOL];
-
-/// The alignment of every CPU buffer: one cache line (and one AVX-512 vector).
-const CACHE_LINE: usize = 64;
-/// Buffers of at least this many bytes are aligned to it and advised to use huge pages.
-const HUGE_PAGE: usize = 2 << 20;
-/// The alignment asked of the allocator. The system allocator serves it with `calloc`,
-/// which skips the zeroing pass for memory fresh from the OS; the wider alignment is then
-/// reached by offsetting into a slightly larger allocation.
-const BASE_ALIGN: usize = 16;
 
 /// The element a CPU carrier stores, derived once from its dtype.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,12 +88,14 @@ impl Element {
     }
 }
 
-/// Native host memory: one aligned allocation of Float32, Int32 or Bool slots.
+/// Native host memory: Float32, Int32 or Bool slots.
 ///
-/// Buffers are 64-byte aligned, and from 2 MiB up 2 MiB aligned and advised to use
-/// transparent huge pages (Linux). The typed fast paths for kernels and bulk moves borrow the
-/// slots as native slices under the carrier's lock; [`pointer`](Cpu::pointer) exposes the
-/// address.
+/// Up to 64 bytes of slots live inside the carrier and are read without taking a lock, so a
+/// tiny carrier is one allocation. Larger buffers are one allocation of their own, 64-byte
+/// aligned, and from 2 MiB up 2 MiB aligned and advised to use transparent huge pages
+/// (Linux). The typed fast paths for kernels and bulk moves borrow the slots as native
+/// slices (of a heap buffer under the carrier's lock, of inline slots as a consistent copy);
+/// [`pointer`](Cpu::pointer) exposes the address.
 ///
 /// ```
 /// use strideweave::carriers::Cpu;
@@ -104,8 +110,16 @@ impl Element {
 pub struct Cpu {
     element: Element,
     slots: usize,
-    /// `None` once released.
-    buffer: RwLock<Option<AlignedBuffer>>,
+    storage: Storage,
+}
+
+/// Where a CPU carrier's slots live.
+#[derive(Debug)]
+enum Storage {
+    /// Up to [`INLINE_BYTES`] bytes inside the carrier, under a sequence lock.
+    Inline(InlineSlots),
+    /// A buffer of its own under a reader-writer lock; `None` once released.
+    Heap(RwLock<Option<AlignedBuffer>>),
 }
 
 impl Cpu {
@@ -149,9 +163,25 @@ impl Cpu {
     /// # Ok::<(), strideweave::Error>(())
     /// ```
     pub fn from_f32(values: &[f32], mutable: bool) -> Result<Carrier> {
+        if values.len() <= INLINE_F32 {
+            return Cpu::small_f32(values, mutable);
+        }
         let cpu = Cpu::allocate(values.len(), Element::of(DType::FLOAT32)?, true)?;
         cpu.with_f32_mut(|slots| slots.copy_from_slice(values))?;
         Cpu::wrap(cpu, DType::FLOAT32, mutable)
+    }
+
+    /// A Float32 carrier of at most [`INLINE_F32`] `values`, built in place with its slots
+    /// inline: the result of a tiny operation costs one allocation.
+    #[inline]
+    pub(crate) fn small_f32(values: &[f32], mutable: bool) -> Result<Carrier> {
+        debug_assert!(values.len() <= INLINE_F32);
+        let body = Cpu {
+            element: Element::Float32,
+            slots: values.len(),
+            storage: Storage::Inline(InlineSlots::holding(values)),
+        };
+        Cpu::wrap(body, DType::FLOAT32, mutable)
     }
 
     /// An Int32 CPU carrier holding a copy of `values`.
@@ -165,10 +195,13 @@ impl Cpu {
     ///
     /// The address stays valid until the carrier is released or dropped.
     pub fn pointer(&self) -> Option<usize> {
-        self.buffer
-            .read_recursive()
-            .as_ref()
-            .and_then(AlignedBuffer::address)
+        match &self.storage {
+            Storage::Inline(inline) => inline.address(),
+            Storage::Heap(buffer) => buffer
+                .read_recursive()
+                .as_ref()
+                .and_then(AlignedBuffer::address),
+        }
     }
 
     /// The exact class of CPU carriers, looked up once per process.
@@ -178,6 +211,7 @@ impl Cpu {
     }
 
     /// A CPU carrier of the body `cpu`, which holds `dtype` slots.
+    #[inline]
     pub(crate) fn wrap(cpu: Cpu, dtype: DType, mutable: bool) -> Result<Carrier> {
         Carrier::with_class(cpu, Cpu::carrier_class(), dtype, mutable)
     }
@@ -205,10 +239,15 @@ impl Cpu {
                 element.dtype()
             ))
         })?;
+        let storage = if bytes <= INLINE_BYTES {
+            Storage::Inline(InlineSlots::zeroed(bytes))
+        } else {
+            Storage::Heap(RwLock::new(Some(AlignedBuffer::zeroed(bytes)?)))
+        };
         Ok(Cpu {
             element,
             slots,
-            buffer: RwLock::new(Some(AlignedBuffer::zeroed(bytes)?)),
+            storage,
         })
     }
 
@@ -227,19 +266,26 @@ impl Cpu {
         Ok(cpu)
     }
 
-    /// Runs `f` on the raw slot bytes (native endianness) under the read lock.
+    /// Runs `f` on the raw slot bytes (native endianness): a heap buffer under its read lock,
+    /// inline slots as a consistent copy.
     ///
     /// `f` must not write to this carrier (that would wait for the read lock to go).
     ///
     /// # Errors
     /// A Runtime error once the carrier is released.
     pub(crate) fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
-        let buffer = self.buffer.read_recursive();
-        let buffer = buffer.as_ref().ok_or_else(|| released("read"))?;
-        Ok(f(buffer.as_bytes()))
+        match &self.storage {
+            Storage::Inline(inline) => inline.read_bytes(f, || released("read")),
+            Storage::Heap(buffer) => {
+                let buffer = buffer.read_recursive();
+                let buffer = buffer.as_ref().ok_or_else(|| released("read"))?;
+                Ok(f(buffer.as_bytes()))
+            }
+        }
     }
 
-    /// Runs `f` on the raw slot bytes (native endianness) under the write lock.
+    /// Runs `f` on the raw slot bytes (native endianness) as one write: a heap buffer under
+    /// its write lock, inline slots published when `f` returns.
     ///
     /// `f` must not access this carrier again (that would deadlock). Bool slots must be left
     /// holding 0 or 1.
@@ -247,67 +293,61 @@ impl Cpu {
     /// # Errors
     /// A Runtime error once the carrier is released.
     pub(crate) fn with_bytes_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
-        let mut buffer = self.buffer.write();
-        let buffer = buffer.as_mut().ok_or_else(|| released("write"))?;
-        Ok(f(buffer.as_bytes_mut()))
+        match &self.storage {
+            Storage::Inline(inline) => inline.write_bytes(f, || released("write")),
+            Storage::Heap(buffer) => {
+                let mut buffer = buffer.write();
+                let buffer = buffer.as_mut().ok_or_else(|| released("write"))?;
+                Ok(f(buffer.as_bytes_mut()))
+            }
+        }
     }
 
-    /// Runs `f` on the Float32 slots under the read lock.
+    /// Runs `f` on the Float32 slots, read like [`with_bytes`](Cpu::with_bytes).
     ///
     /// # Errors
     /// A Type error when the carrier does not hold Float32; a Runtime error once released.
+    #[inline]
     pub(crate) fn with_f32<R>(&self, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
         self.expect_element(Element::Float32)?;
-        let buffer = self.buffer.read_recursive();
-        let buffer = buffer.as_ref().ok_or_else(|| released("read"))?;
-        Ok(f(buffer.typed::<f32>()))
+        self.read_typed(f)
     }
 
-    /// Runs `f` on the Float32 slots under the write lock.
+    /// Runs `f` on the Float32 slots as one write, like [`with_bytes_mut`](Cpu::with_bytes_mut).
     ///
     /// # Errors
     /// A Type error when the carrier does not hold Float32; a Runtime error once released.
     pub(crate) fn with_f32_mut<R>(&self, f: impl FnOnce(&mut [f32]) -> R) -> Result<R> {
         self.expect_element(Element::Float32)?;
-        let mut buffer = self.buffer.write();
-        let buffer = buffer.as_mut().ok_or_else(|| released("write"))?;
-        Ok(f(buffer.typed_mut::<f32>()))
+        self.write_typed(f)
     }
 
-    /// Runs `f` on the Int32 slots under the read lock.
+    /// Runs `f` on the Int32 slots, read like [`with_bytes`](Cpu::with_bytes).
     ///
     /// # Errors
     /// A Type error when the carrier does not hold Int32; a Runtime error once released.
     pub(crate) fn with_i32<R>(&self, f: impl FnOnce(&[i32]) -> R) -> Result<R> {
         self.expect_element(Element::Int32)?;
-        let buffer = self.buffer.read_recursive();
-        let buffer = buffer.as_ref().ok_or_else(|| released("read"))?;
-        Ok(f(buffer.typed::<i32>()))
+        self.read_typed(f)
     }
 
-    /// Runs `f` on the Int32 slots under the write lock.
+    /// Runs `f` on the Int32 slots as one write, like [`with_bytes_mut`](Cpu::with_bytes_mut).
     ///
     /// # Errors
     /// A Type error when the carrier does not hold Int32; a Runtime error once released.
     pub(crate) fn with_i32_mut<R>(&self, f: impl FnOnce(&mut [i32]) -> R) -> Result<R> {
         self.expect_element(Element::Int32)?;
-        let mut buffer = self.buffer.write();
-        let buffer = buffer.as_mut().ok_or_else(|| released("write"))?;
-        Ok(f(buffer.typed_mut::<i32>()))
+        self.write_typed(f)
     }
 
     /// Runs `f` on the Float32 slots of a body nobody else can see yet (no lock taken).
     ///
     /// # Errors
     /// A Type error when the carrier does not hold Float32; a Runtime error once released.
+    #[inline]
     pub(crate) fn with_f32_exclusive<R>(&mut self, f: impl FnOnce(&mut [f32]) -> R) -> Result<R> {
         self.expect_element(Element::Float32)?;
-        let buffer = self
-            .buffer
-            .get_mut()
-            .as_mut()
-            .ok_or_else(|| released("write"))?;
-        Ok(f(buffer.typed_mut::<f32>()))
+        self.exclusive_typed(f)
     }
 
     /// Runs `f` on the Int32 slots of a body nobody else can see yet (no lock taken).
@@ -316,12 +356,7 @@ impl Cpu {
     /// A Type error when the carrier does not hold Int32; a Runtime error once released.
     pub(crate) fn with_i32_exclusive<R>(&mut self, f: impl FnOnce(&mut [i32]) -> R) -> Result<R> {
         self.expect_element(Element::Int32)?;
-        let buffer = self
-            .buffer
-            .get_mut()
-            .as_mut()
-            .ok_or_else(|| released("write"))?;
-        Ok(f(buffer.typed_mut::<i32>()))
+        self.exclusive_typed(f)
     }
 
     /// Runs `f` on the raw slot bytes of a body nobody else can see yet (no lock taken).
@@ -330,12 +365,53 @@ impl Cpu {
     /// # Errors
     /// A Runtime error once released.
     pub(crate) fn with_bytes_exclusive<R>(&mut self, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
-        let buffer = self
-            .buffer
-            .get_mut()
-            .as_mut()
-            .ok_or_else(|| released("write"))?;
-        Ok(f(buffer.as_bytes_mut()))
+        match &mut self.storage {
+            Storage::Inline(inline) => inline.exclusive_bytes(f, || released("write")),
+            Storage::Heap(buffer) => {
+                let buffer = buffer.get_mut().as_mut().ok_or_else(|| released("write"))?;
+                Ok(f(buffer.as_bytes_mut()))
+            }
+        }
+    }
+
+    /// The typed read behind [`with_f32`](Cpu::with_f32) and [`with_i32`](Cpu::with_i32);
+    /// the caller checked the element type.
+    #[inline]
+    fn read_typed<T: Slot, R>(&self, f: impl FnOnce(&[T]) -> R) -> Result<R> {
+        match &self.storage {
+            Storage::Inline(inline) => inline.read(f, || released("read")),
+            Storage::Heap(buffer) => {
+                let buffer = buffer.read_recursive();
+                let buffer = buffer.as_ref().ok_or_else(|| released("read"))?;
+                Ok(f(buffer.typed::<T>()))
+            }
+        }
+    }
+
+    /// The typed write behind [`with_f32_mut`](Cpu::with_f32_mut) and
+    /// [`with_i32_mut`](Cpu::with_i32_mut); the caller checked the element type.
+    fn write_typed<T: Slot, R>(&self, f: impl FnOnce(&mut [T]) -> R) -> Result<R> {
+        match &self.storage {
+            Storage::Inline(inline) => inline.write(f, || released("write")),
+            Storage::Heap(buffer) => {
+                let mut buffer = buffer.write();
+                let buffer = buffer.as_mut().ok_or_else(|| released("write"))?;
+                Ok(f(buffer.typed_mut::<T>()))
+            }
+        }
+    }
+
+    /// The typed exclusive access behind [`with_f32_exclusive`](Cpu::with_f32_exclusive) and
+    /// [`with_i32_exclusive`](Cpu::with_i32_exclusive).
+    #[inline]
+    fn exclusive_typed<T: Slot, R>(&mut self, f: impl FnOnce(&mut [T]) -> R) -> Result<R> {
+        match &mut self.storage {
+            Storage::Inline(inline) => inline.exclusive(f, || released("write")),
+            Storage::Heap(buffer) => {
+                let buffer = buffer.get_mut().as_mut().ok_or_else(|| released("write"))?;
+                Ok(f(buffer.typed_mut::<T>()))
+            }
+        }
     }
 
     fn expect_element(&self, wanted: Element) -> Result<()> {
@@ -495,9 +571,14 @@ impl DefinitionFreeCarrier for Cpu {
     }
 
     fn release(&self) -> Result<()> {
-        let buffer = self.buffer.write().take();
-        // Free outside the lock.
-        drop(buffer);
+        match &self.storage {
+            Storage::Inline(inline) => inline.release(),
+            Storage::Heap(buffer) => {
+                let buffer = buffer.write().take();
+                // Free outside the lock.
+                drop(buffer);
+            }
+        }
         Ok(())
     }
 
@@ -627,145 +708,12 @@ fn vanished(index: usize) -> Error {
     ))
 }
 
-/// A zero-sized type aligned like a cache line, for the dangling pointer of empty buffers.
-#[repr(align(64))]
-struct CacheLine;
+/// A 4-byte element type of typed slot access: a view of a heap buffer's bytes and the bits
+/// of an inline word.
+trait Slot: aligned_buffer::Plain + inline_slots::Word {}
 
-/// Element types that may view an [`AlignedBuffer`]'s bytes.
-///
-/// # Safety
-/// Implementors have no padding, an alignment of at most [`CACHE_LINE`], and every bit
-/// pattern of their size is a valid value.
-unsafe trait Plain: Copy {}
-
-// SAFETY: f32 is 4 bytes, 4-aligned, without padding, and every bit pattern is an f32.
-unsafe impl Plain for f32 {}
-// SAFETY: i32 is 4 bytes, 4-aligned, without padding, and every bit pattern is an i32.
-unsafe impl Plain for i32 {}
-
-/// One zero-initialized heap allocation, aligned to 64 bytes (2 MiB from 2 MiB up), owned
-/// like a `Box<[u8]>` and freed on drop.
-#[derive(Debug)]
-struct AlignedBuffer {
-    /// The first byte; aligned, and dangling (but still aligned) when `len` is 0.
-    ptr: NonNull<u8>,
-    /// The number of usable bytes from `ptr`.
-    len: usize,
-    /// The allocation as made, for `dealloc`; `None` when `len` is 0.
-    allocation: Option<(NonNull<u8>, Layout)>,
-}
-
-// SAFETY: the buffer uniquely owns its allocation (no other pointer to it escapes except
-// through borrows of the buffer), so moving it to another thread is like moving a Box<[u8]>.
-unsafe impl Send for AlignedBuffer {}
-// SAFETY: shared access only hands out `&[T]` through `&self`; mutation needs `&mut self`.
-unsafe impl Sync for AlignedBuffer {}
-
-impl AlignedBuffer {
-    /// `len` zeroed bytes; a Memory error naming `len` when they cannot be allocated.
-    fn zeroed(len: usize) -> Result<AlignedBuffer> {
-        if len == 0 {
-            return Ok(AlignedBuffer {
-                ptr: NonNull::<CacheLine>::dangling().cast(),
-                len: 0,
-                allocation: None,
-            });
-        }
-        let align = if len >= HUGE_PAGE {
-            HUGE_PAGE
-        } else {
-            CACHE_LINE
-        };
-        let failure = || Error::Memory(format!("cannot allocate {len} bytes for a {NAME} carrier"));
-        // Enough room to move the start up to the next multiple of `align`.
-        let padded = len.checked_add(align - BASE_ALIGN).ok_or_else(failure)?;
-        let layout = Layout::from_size_align(padded, BASE_ALIGN).map_err(|_| failure())?;
-        // SAFETY: `layout` has a non-zero size (`padded >= len > 0`).
-        let base = NonNull::new(unsafe { alloc_zeroed(layout) }).ok_or_else(failure)?;
-        let misalignment = base.as_ptr().addr() % align;
-        let offset = if misalignment == 0 {
-            0
-        } else {
-            align - misalignment
-        };
-        // The allocation is at least BASE_ALIGN aligned, so the offset is at most
-        // `align - BASE_ALIGN`; check rather than trust a custom global allocator.
-        if offset > padded - len {
-            // SAFETY: `base` was just returned by `alloc_zeroed(layout)` and is freed once.
-            unsafe { dealloc(base.as_ptr(), layout) };
-            return Err(failure());
-        }
-        // SAFETY: `offset + len <= padded`, so the result stays inside the allocation.
-        let ptr = unsafe { base.add(offset) };
-        let buffer = AlignedBuffer {
-            ptr,
-            len,
-            allocation: Some((base, layout)),
-        };
-        buffer.advise_huge_pages();
-        Ok(buffer)
-    }
-
-    /// Asks Linux to back the whole 2 MiB blocks of a large buffer with huge pages.
-    #[cfg(target_os = "linux")]
-    fn advise_huge_pages(&self) {
-        let huge_len = self.len - self.len % HUGE_PAGE;
-        if huge_len == 0 {
-            return;
-        }
-        // SAFETY: `ptr` is 2 MiB aligned (hence page aligned) for buffers of at least 2 MiB,
-        // and `[ptr, ptr + huge_len)` lies inside this live allocation. MADV_HUGEPAGE is a
-        // hint that changes neither the contents nor the validity of the mapping; its result
-        // is irrelevant to correctness.
-        unsafe {
-            libc::madvise(self.ptr.as_ptr().cast(), huge_len, libc::MADV_HUGEPAGE);
-        }
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn advise_huge_pages(&self) {}
-
-    /// The address of the first byte; `None` for an empty buffer.
-    fn address(&self) -> Option<usize> {
-        (self.len > 0).then(|| self.ptr.as_ptr().addr())
-    }
-
-    fn as_bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` is valid for `len` initialized (zeroed at allocation) bytes owned by
-        // `self` (or dangling and aligned with `len == 0`), and the borrow is tied to `&self`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    fn as_bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_bytes`, and `&mut self` makes this the only borrow.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-
-    fn typed<T: Plain>(&self) -> &[T] {
-        let count = self.len / std::mem::size_of::<T>();
-        // SAFETY: `ptr` is aligned to at least CACHE_LINE >= align_of::<T>() (T: Plain), the
-        // `count * size_of::<T>() <= len` bytes are initialized and owned by `self`, every bit
-        // pattern is a valid T (T: Plain), and the borrow is tied to `&self`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<T>(), count) }
-    }
-
-    fn typed_mut<T: Plain>(&mut self) -> &mut [T] {
-        let count = self.len / std::mem::size_of::<T>();
-        // SAFETY: as in `typed`; `&mut self` makes this the only borrow, and any T written is
-        // valid bytes.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().cast::<T>(), count) }
-    }
-}
-
-impl Drop for AlignedBuffer {
-    fn drop(&mut self) {
-        if let Some((base, layout)) = self.allocation.take() {
-            // SAFETY: `base` was returned by `alloc_zeroed(layout)` and is freed only here,
-            // once (`take` leaves `None` behind).
-            unsafe { dealloc(base.as_ptr(), layout) };
-        }
-    }
-}
+impl Slot for f32 {}
+impl Slot for i32 {}
 
 #[cfg(test)]
 mod tests {
@@ -805,8 +753,9 @@ mod tests {
         ];
         for (dtype, zero) in cases {
             for empty in [false, true] {
-                let carrier = Cpu::carrier(17, dtype, true, empty)?;
-                assert_eq!(values(&carrier)?, vec![zero; 17], "{dtype} empty={empty}");
+                // 65 slots are more than 64 bytes for every dtype: a heap buffer.
+                let carrier = Cpu::carrier(65, dtype, true, empty)?;
+                assert_eq!(values(&carrier)?, vec![zero; 65], "{dtype} empty={empty}");
                 let address = body(&carrier).pointer();
                 assert!(address.is_some_and(|a| a % CACHE_LINE == 0), "{address:?}");
                 assert_eq!(carrier.version(), 0);
@@ -906,22 +855,110 @@ mod tests {
 
     #[test]
     fn released_storage_is_a_runtime_error_for_every_access() -> Result<()> {
-        let carrier = Cpu::carrier(4, DType::FLOAT32, true, false)?;
-        carrier.release()?;
-        let cpu = body(&carrier);
-        assert_eq!(cpu.pointer(), None);
-        for error in [
-            cpu.with_bytes(|_| ()).unwrap_err(),
-            cpu.with_bytes_mut(|_| ()).unwrap_err(),
-            cpu.with_f32(|_| ()).unwrap_err(),
-            cpu.with_f32_mut(|_| ()).unwrap_err(),
-            // The hooks themselves, as a read racing a release would see them.
-            DefinitionFreeCarrier::read(cpu, 0, DType::FLOAT32).unwrap_err(),
-            DefinitionFreeCarrier::write(cpu, 0, Value::Float(1.0), DType::FLOAT32).unwrap_err(),
-        ] {
-            assert_eq!(error.kind(), ErrorKind::Runtime, "{error}");
-            assert!(error.to_string().contains("CPU"), "{error}");
+        // 4 slots are inline, 40 on the heap: both storages refuse every access.
+        for slots in [4, 40] {
+            let carrier = Cpu::carrier(slots, DType::FLOAT32, true, false)?;
+            carrier.release()?;
+            let cpu = body(&carrier);
+            assert_eq!(cpu.pointer(), None);
+            for error in [
+                cpu.with_bytes(|_| ()).unwrap_err(),
+                cpu.with_bytes_mut(|_| ()).unwrap_err(),
+                cpu.with_f32(|_| ()).unwrap_err(),
+                cpu.with_f32_mut(|_| ()).unwrap_err(),
+                // The hooks themselves, as a read racing a release would see them.
+                DefinitionFreeCarrier::read(cpu, 0, DType::FLOAT32).unwrap_err(),
+                DefinitionFreeCarrier::write(cpu, 0, Value::Float(1.0), DType::FLOAT32)
+                    .unwrap_err(),
+            ] {
+                assert_eq!(error.kind(), ErrorKind::Runtime, "{error}");
+                assert!(error.to_string().contains("CPU"), "{error}");
+            }
         }
+        Ok(())
+    }
+
+    #[test]
+    fn up_to_64_bytes_live_inline_zeroed_and_at_a_stable_address() -> Result<()> {
+        let cases = [
+            (DType::FLOAT32, 16, Value::Float(1.0), Value::Float(0.0)),
+            (DType::INT32, 2, Value::Int(1), Value::Int(0)),
+            (DType::BOOL, 64, Value::Bool(true), Value::Bool(false)),
+        ];
+        for (dtype, slots, one, zero) in cases {
+            let carrier = Cpu::carrier(slots, dtype, true, false)?;
+            let cpu = body(&carrier);
+            assert!(
+                matches!(cpu.storage, Storage::Inline(_)),
+                "{dtype} x {slots}"
+            );
+            let address = cpu
+                .pointer()
+                .expect("a live non-empty carrier has an address");
+            assert_eq!(address % 4, 0);
+            let width = Element::of(dtype)?.width();
+            assert_eq!(cpu.with_bytes(<[u8]>::to_vec)?, vec![0; slots * width]);
+            carrier.set(slots - 1, one)?;
+            assert_eq!(carrier.get(slots - 1)?, one);
+            assert_eq!(carrier.get(0)?, zero);
+            assert_eq!(cpu.pointer(), Some(address));
+        }
+        let heap = Cpu::carrier(17, DType::FLOAT32, true, false)?;
+        assert!(matches!(body(&heap).storage, Storage::Heap(_)));
+        Ok(())
+    }
+
+    #[test]
+    fn inline_typed_access_round_trips_and_a_failing_write_publishes_nothing() -> Result<()> {
+        let carrier = Cpu::from_i32(&[1, -2, 3], true)?;
+        let cpu = body(&carrier);
+        assert_eq!(cpu.with_i32(<[i32]>::to_vec)?, [1, -2, 3]);
+        cpu.with_i32_mut(|slots| slots[1] = i32::MIN)?;
+        assert_eq!(cpu.with_i32(<[i32]>::to_vec)?, [1, i32::MIN, 3]);
+        assert_eq!(
+            cpu.with_bytes(|bytes| bytes[4..8].to_vec())?,
+            i32::MIN.to_ne_bytes()
+        );
+        // A write whose closure panics leaves every slot as it was.
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            cpu.with_i32_mut(|slots| {
+                slots[0] = 99;
+                panic!("injected");
+            })
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(cpu.with_i32(<[i32]>::to_vec)?, [1, i32::MIN, 3]);
+        assert_eq!(cpu.with_f32(|_| ()).unwrap_err().kind(), ErrorKind::Type);
+        Ok(())
+    }
+
+    #[test]
+    fn concurrent_inline_reads_never_see_a_torn_write() -> Result<()> {
+        // The writer keeps all 16 slots equal; any reader seeing two different values would
+        // have observed half of a write.
+        let carrier = Cpu::carrier(16, DType::FLOAT32, true, false)?;
+        std::thread::scope(|scope| {
+            let writer = scope.spawn(|| -> Result<()> {
+                for round in 1..=20_000u16 {
+                    body(&carrier).with_f32_mut(|slots| slots.fill(f32::from(round)))?;
+                }
+                Ok(())
+            });
+            let mut last = 0.0f32;
+            while !writer.is_finished() {
+                let seen = body(&carrier).with_f32(<[f32]>::to_vec)?;
+                assert!(seen.iter().all(|&x| x == seen[0]), "torn read {seen:?}");
+                assert!(
+                    seen[0] >= last,
+                    "reads went back in time: {} < {last}",
+                    seen[0]
+                );
+                last = seen[0];
+            }
+            writer.join().expect("writer thread")?;
+            Ok::<(), crate::Error>(())
+        })?;
+        assert_eq!(body(&carrier).with_f32(|slots| slots[15])?, 20_000.0);
         Ok(())
     }
 
