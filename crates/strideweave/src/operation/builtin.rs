@@ -1,6 +1,8 @@
 //! The built-in operations: their schemas and how each resolves a call into a dtype plan
 //! and canonical result layouts (semantics-operations.md §2b).
 
+use std::sync::Arc;
+
 use parking_lot::RwLock;
 use strideweave_layout::{Layout, Shape};
 
@@ -425,7 +427,7 @@ fn resolve(
     });
     let result = match first_tensor(call).filter(|t| is_column_major_of(t.layout(), &shape)) {
         // The canonical layout of `shape` is already at hand: share it rather than rebuild it.
-        Some(t) => ResultSpec::new(plan.output(), t.layout().clone()),
+        Some(t) => ResultSpec::shared(plan.output(), Arc::clone(t.shared_layout())),
         None => ResultSpec::canonical(plan.output(), shape),
     };
     ResolvedInvocation::new(call.clone(), plan, [result], saved, None)

@@ -125,7 +125,8 @@ impl fmt::Debug for BoundOperationCall {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResultSpec {
     dtype: DType,
-    layout: Layout,
+    /// Shared with the result tensor a kernel builds (and often with an operand).
+    layout: Arc<Layout>,
     alias_of: Option<usize>,
     atol: f64,
     rtol: f64,
@@ -134,6 +135,11 @@ pub struct ResultSpec {
 impl ResultSpec {
     /// A fresh result of `dtype` with exactly `layout` (its shape is the layout's).
     pub fn new(dtype: DType, layout: Layout) -> ResultSpec {
+        ResultSpec::shared(dtype, Arc::new(layout))
+    }
+
+    /// [`ResultSpec::new`] with a layout already shared (an operand's).
+    pub(crate) fn shared(dtype: DType, layout: Arc<Layout>) -> ResultSpec {
         ResultSpec {
             dtype,
             layout,
@@ -180,6 +186,11 @@ impl ResultSpec {
 
     /// The exact result layout.
     pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The exact result layout as the shared handle a result tensor can hold.
+    pub(crate) fn shared_layout(&self) -> &Arc<Layout> {
         &self.layout
     }
 

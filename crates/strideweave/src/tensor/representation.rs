@@ -54,6 +54,16 @@ impl Tensor {
     /// Fails with a Value error when the carrier's dtype has no storage schema or the slots
     /// `offset .. offset + cosize` do not fit in the carrier (a released carrier has none).
     pub fn new(carrier: Carrier, offset: usize, layout: Layout) -> Result<Tensor> {
+        Tensor::with_shared_layout(carrier, offset, Arc::new(layout))
+    }
+
+    /// [`Tensor::new`] with a layout already shared (a result spec's, an operand's), so the
+    /// tensor holds another reference to it rather than a copy.
+    pub(crate) fn with_shared_layout(
+        carrier: Carrier,
+        offset: usize,
+        layout: Arc<Layout>,
+    ) -> Result<Tensor> {
         let dtype = carrier.dtype();
         if dtype.is_category() {
             // A category has no storage schema (semantics-core.md §8).
@@ -70,7 +80,7 @@ impl Tensor {
                 )))
             }
         }
-        Ok(Tensor::assemble(carrier, offset, Arc::new(layout), dtype))
+        Ok(Tensor::assemble(carrier, offset, layout, dtype))
     }
 
     /// The compact tensor of `layout` (column-major, cosize = its size) over a fresh

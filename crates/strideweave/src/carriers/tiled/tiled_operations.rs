@@ -3,6 +3,8 @@
 //! (semantics-operations.md §5: "Raw tiled operands: six central ops only (dense result on
 //! primary's class)").
 
+use std::sync::Arc;
+
 use crate::autograd::no_grad;
 use crate::carrier::{Carrier, CarrierClass};
 use crate::carriers::extension::{
@@ -191,7 +193,11 @@ fn execute(
             ))
         })?;
         let spec = &invocation.results()[0];
-        return Tensor::new(result.carrier().clone(), 0, spec.layout().clone());
+        return Tensor::with_shared_layout(
+            result.carrier().clone(),
+            0,
+            Arc::clone(spec.shared_layout()),
+        );
     }
     let stream = TileStream::new(operands, depth);
     let mut state = work.start(invocation, primary)?;

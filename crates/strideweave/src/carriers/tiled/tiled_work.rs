@@ -2,6 +2,8 @@
 //! [`WorkState`], computing the items through the primary tier's public dispatch and
 //! assembling the dense result.
 
+use std::sync::Arc;
+
 use crate::carrier::Carrier;
 use crate::carriers::tiled::tile_grid::{decode, encode};
 use crate::carriers::tiled::tile_stream::Fetch;
@@ -399,7 +401,7 @@ impl WorkState<'_> {
                 .carrier()
                 .clone(),
         };
-        Tensor::new(carrier, 0, spec.layout().clone())
+        Tensor::with_shared_layout(carrier, 0, Arc::clone(spec.shared_layout()))
     }
 }
 

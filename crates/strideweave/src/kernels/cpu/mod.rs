@@ -19,6 +19,7 @@ mod slots;
 mod strided;
 
 use std::fmt;
+use std::sync::Arc;
 
 use slots::Stored;
 
@@ -107,7 +108,11 @@ fn fresh_result<O: Stored>(
     let mut cpu = Cpu::zeroed(layout.cosize(), O::DTYPE)?;
     O::with_out(&mut cpu, fill)??;
     let carrier = Cpu::wrap(cpu, O::DTYPE, true)?;
-    Ok(vec![Tensor::new(carrier, 0, layout.clone())?])
+    Ok(vec![Tensor::with_shared_layout(
+        carrier,
+        0,
+        Arc::clone(spec.shared_layout()),
+    )?])
 }
 
 /// The Overflow error of an Int32 result outside the range, worded as the Generic

@@ -12,6 +12,7 @@ mod matmul;
 mod reduce;
 
 use std::fmt;
+use std::sync::Arc;
 
 use strideweave_layout::Layout;
 
@@ -440,7 +441,11 @@ impl<'a> Context<'a> {
             slots
         };
         let carrier = self.first.carrier().new_like(&slots, true, Some(dtype))?;
-        Ok(vec![Tensor::new(carrier, 0, layout.clone())?])
+        Ok(vec![Tensor::with_shared_layout(
+            carrier,
+            0,
+            Arc::clone(self.spec.shared_layout()),
+        )?])
     }
 }
 
