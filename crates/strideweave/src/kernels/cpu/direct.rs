@@ -152,10 +152,12 @@ pub(crate) fn binary(lhs: &Tensor, rhs: &Tensor, f: impl Fn(f32, f32) -> f32) ->
 /// [`binary`] without the recording check.
 fn compute_binary(lhs: &Tensor, rhs: &Tensor, f: impl Fn(f32, f32) -> f32) -> Option<Tensor> {
     let (left, layout) = eligible(lhs)?;
-    let (right, other) = eligible(rhs)?;
-    if layout != other {
+    // Equal to an eligible layout is eligible: only the dtype and class remain to check.
+    let other = rhs.shared_layout();
+    if !Arc::ptr_eq(layout, other) && **layout != **other || rhs.dtype() != DType::FLOAT32 {
         return None;
     }
+    let right = rhs.carrier().downcast_ref::<Cpu>()?;
     let n = layout.size();
     let (l, r) = (
         lhs.offset()..lhs.offset() + n,
@@ -182,8 +184,11 @@ fn compute_binary(lhs: &Tensor, rhs: &Tensor, f: impl Fn(f32, f32) -> f32) -> Op
 /// The CPU body and layout of a Float32 CPU tensor under a canonical layout of at most
 /// [`DIRECT_MAX`] elements.
 fn eligible(t: &Tensor) -> Option<(&Cpu, &Arc<Layout>)> {
+    if t.dtype() != DType::FLOAT32 {
+        return None;
+    }
     let layout = t.shared_layout();
-    if t.dtype() != DType::FLOAT32 || layout.size() > DIRECT_MAX || !layout.is_column_major() {
+    if layout.size() > DIRECT_MAX || !layout.is_column_major() {
         return None;
     }
     Some((t.carrier().downcast_ref::<Cpu>()?, layout))
@@ -191,7 +196,8 @@ fn eligible(t: &Tensor) -> Option<(&Cpu, &Arc<Layout>)> {
 
 /// Whether the pipeline would record an autograd node for these operands.
 fn recording(operands: &[&Tensor]) -> bool {
-    is_grad_enabled() && operands.iter().any(|t| t.requires_grad())
+    // The operands' flags first: while none is tracked that costs no thread-local access.
+    operands.iter().any(|t| t.requires_grad()) && is_grad_enabled()
 }
 
 /// A fresh CPU result under `layout` whose slots `fill` writes (`None` from `fill` or a
