@@ -655,3 +655,27 @@ fn elementwise_fallback_needs_both_definitions_to_opt_in() -> Result<()> {
     assert!(source.is_released());
     Ok(())
 }
+
+#[test]
+fn downcast_answers_for_the_exact_body_type_only() -> Result<()> {
+    use strideweave::carriers::FileBacked;
+    let cpu = Cpu::from_f32(&[1.0, 2.0], true)?;
+    let large = Cpu::carrier(100, DType::FLOAT32, true, false)?;
+    let generic = Generic::carrier(&floats(&[1.0]), DType::FLOAT32, true)?;
+    let defined = filled(define("DowncastProbe", false), &[1.0, 2.0])?;
+    for carrier in [&cpu, &large] {
+        assert_eq!(
+            carrier.downcast_ref::<Cpu>().map(|c| c.pointer().is_some()),
+            Some(true)
+        );
+        assert!(carrier.downcast_ref::<Generic>().is_none());
+    }
+    assert!(generic.downcast_ref::<Generic>().is_some());
+    assert!(generic.downcast_ref::<Cpu>().is_none());
+    // A definition-backed body is the framework's, never one of the shipped bodies.
+    assert!(defined.downcast_ref::<Cpu>().is_none());
+    assert!(defined.downcast_ref::<Generic>().is_none());
+    assert!(defined.downcast_ref::<FileBacked>().is_none());
+    assert_eq!(values(&defined)?, floats(&[1.0, 2.0]));
+    Ok(())
+}

@@ -1,6 +1,6 @@
 //! `Carrier`: the cheap, clonable handle to one live storage instance.
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,6 +25,8 @@ use crate::operation::{Operation, OperationCapability, OperationPlan};
 /// `CarrierDefinition`) as another implementation of the erased body.
 struct Inner<B: ?Sized = dyn ErasedCarrier> {
     class: CarrierClass,
+    /// The concrete type of `body`, for [`Carrier::downcast_ref`].
+    body_type: TypeId,
     dtype: DType,
     intrinsically_mutable: bool,
     version: AtomicU64,
@@ -82,6 +84,7 @@ impl Carrier {
         }
         let inner: Arc<Inner> = Arc::new(Inner {
             class,
+            body_type: TypeId::of::<T>(),
             dtype,
             intrinsically_mutable: mutable,
             version: AtomicU64::new(0),
@@ -101,6 +104,7 @@ impl Carrier {
     ) -> Carrier {
         let inner: Arc<Inner> = Arc::new(Inner {
             class,
+            body_type: TypeId::of::<B>(),
             dtype,
             intrinsically_mutable: mutable,
             version: AtomicU64::new(0),
@@ -208,8 +212,22 @@ impl Carrier {
 
     /// The definition-free implementation as its concrete type, for typed fast paths
     /// (kernels and bulk moves of that class).
+    ///
+    /// The type test compares the `TypeId` recorded when the body was wrapped, rather than
+    /// asking the body through its vtable: on the direct path of tiny operations that call
+    /// (whose 16-byte result comes back through memory) cost more than the arithmetic.
+    #[inline]
     pub fn downcast_ref<T: DefinitionFreeCarrier>(&self) -> Option<&T> {
-        self.body().as_any().downcast_ref::<T>()
+        if self.inner.body_type != TypeId::of::<T>() {
+            return None;
+        }
+        let body: *const dyn ErasedCarrier = &self.inner.body;
+        // SAFETY: `body_type` is `TypeId::of` the concrete type the body was wrapped as (both
+        // constructors record it from their type parameter, and the body never changes), so
+        // equal `TypeId`s mean the erased body is a `T`. Casting the trait-object pointer to
+        // `*const T` keeps its data address, which points to that live `T` inside this
+        // carrier's allocation; the reference borrows `self`, which keeps the allocation.
+        Some(unsafe { &*body.cast::<T>() })
     }
 
     /// Fails unless the carrier is live (reading is allowed).

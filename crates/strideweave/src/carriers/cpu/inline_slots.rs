@@ -96,19 +96,15 @@ impl InlineSlots {
         }
     }
 
-    /// Slots holding `values` (at most [`INLINE_BYTES`] / 4 of them).
+    /// Stores `values` (at most the used words) into slots nobody else can see yet: one
+    /// plain store per word, straight into the carrier's final place. (Building the words
+    /// on the stack and moving them in would reload freshly stored values in wider pieces,
+    /// which the processor cannot forward; for a tiny result that stall costs more than
+    /// the arithmetic.)
     #[inline]
-    pub(super) fn holding<T: Word>(values: &[T]) -> InlineSlots {
-        debug_assert!(values.len() <= WORDS);
-        let mut words = [0u32; WORDS];
-        for (word, value) in words.iter_mut().zip(values) {
-            *word = value.to_word();
-        }
-        InlineSlots {
-            len: 4 * values.len().min(WORDS),
-            sequence: AtomicU64::new(0),
-            writer: Mutex::new(()),
-            words: words.map(AtomicU32::new),
+    pub(super) fn fill_fresh<T: Word>(&self, values: &[T]) {
+        for (word, value) in self.words[..self.used()].iter().zip(values) {
+            word.store(value.to_word(), Ordering::Relaxed);
         }
     }
 

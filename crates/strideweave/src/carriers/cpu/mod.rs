@@ -164,24 +164,40 @@ impl Cpu {
     /// ```
     pub fn from_f32(values: &[f32], mutable: bool) -> Result<Carrier> {
         if values.len() <= INLINE_F32 {
-            return Cpu::small_f32(values, mutable);
+            return Ok(Cpu::small_f32(values, mutable));
         }
         let cpu = Cpu::allocate(values.len(), Element::of(DType::FLOAT32)?, true)?;
         cpu.with_f32_mut(|slots| slots.copy_from_slice(values))?;
         Cpu::wrap(cpu, DType::FLOAT32, mutable)
     }
 
-    /// A Float32 carrier of at most [`INLINE_F32`] `values`, built in place with its slots
-    /// inline: the result of a tiny operation costs one allocation.
+    /// A Float32 carrier of at most [`INLINE_F32`] `values`, with its slots inline.
+    fn small_f32(values: &[f32], mutable: bool) -> Carrier {
+        let mut slots = [0.0f32; INLINE_F32];
+        let count = values.len().min(INLINE_F32);
+        slots[..count].copy_from_slice(&values[..count]);
+        Cpu::inline_f32(&slots, count, mutable)
+    }
+
+    /// A Float32 carrier of the first `count` (at most [`INLINE_F32`]) of `values`, built in
+    /// place with its slots inline: the result of a tiny operation costs one allocation and
+    /// no fallible step. CPU is a shipped class, which can never take a definition, so
+    /// there is nothing for the definition-free observation to guard.
     #[inline]
-    pub(crate) fn small_f32(values: &[f32], mutable: bool) -> Result<Carrier> {
-        debug_assert!(values.len() <= INLINE_F32);
+    pub(crate) fn inline_f32(values: &[f32; INLINE_F32], count: usize, mutable: bool) -> Carrier {
+        let count = count.min(INLINE_F32);
         let body = Cpu {
             element: Element::Float32,
-            slots: values.len(),
-            storage: Storage::Inline(InlineSlots::holding(values)),
+            slots: count,
+            storage: Storage::Inline(InlineSlots::zeroed(4 * count)),
         };
-        Cpu::wrap(body, DType::FLOAT32, mutable)
+        let carrier =
+            Carrier::from_erased_body(body, Cpu::carrier_class(), DType::FLOAT32, mutable);
+        if let Some(Storage::Inline(slots)) = carrier.downcast_ref::<Cpu>().map(|cpu| &cpu.storage)
+        {
+            slots.fill_fresh(&values[..count]);
+        }
+        carrier
     }
 
     /// An Int32 CPU carrier holding a copy of `values`.

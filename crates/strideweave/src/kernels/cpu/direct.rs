@@ -208,7 +208,7 @@ fn compute(layout: &Arc<Layout>, fill: impl FnOnce(&mut [f32]) -> Option<()>) ->
         // Computed on the stack, then placed in the carrier as it is built.
         let mut values = [0.0f32; INLINE_F32];
         fill(&mut values[..n])?;
-        Cpu::small_f32(&values[..n], true).ok()?
+        Cpu::inline_f32(&values, n, true)
     } else {
         let mut body = Cpu::zeroed(n, DType::FLOAT32).ok()?;
         body.with_f32_exclusive(fill).ok()??;
