@@ -178,12 +178,12 @@ fn operand(invocation: &ResolvedInvocation) -> Result<Tensor> {
 /// The negation of `x` as a fresh Device tensor laid out as `spec`, element by element (the
 /// general kernel handles any layout).
 fn negate(class: CarrierClass, x: &Tensor, spec: &ResultSpec) -> Result<ProviderResult> {
-    let layout = spec.layout().clone();
+    let layout = spec.layout();
     let carrier = Carrier::create(class, Slots::default(), layout.cosize(), spec.dtype(), true)?;
     for (ordinal, value) in floats(x)?.into_iter().enumerate() {
         carrier.set(layout.index_of(ordinal)?, Value::Float(-value))?;
     }
-    ProviderResult::new([Tensor::new(carrier, 0, layout)?])
+    ProviderResult::new([spec.tensor(carrier)?])
 }
 
 /// The general `neg`: submission hands the work to a worker thread and returns `Pending`.
@@ -233,7 +233,7 @@ fn fast_neg(class: CarrierClass, counters: Arc<Counters>) -> Result<KernelPatter
             } else if x.layout() != spec.layout() || spec.layout().cosize() != size {
                 format!("strided: {} is not a dense result layout", x.layout())
             } else {
-                let (layout, dtype) = (spec.layout().clone(), spec.dtype());
+                let spec = spec.clone();
                 let counters = Arc::clone(&counters);
                 return Ok(Preparation::Kernel(PreparedKernel::new(
                     interface.clone(),
@@ -246,10 +246,14 @@ fn fast_neg(class: CarrierClass, counters: Arc<Counters>) -> Result<KernelPatter
                                 .span(x.offset(), size)
                                 .map(|xs| xs.iter().map(|v| -v).collect::<Vec<f32>>())
                         })??;
-                        let carrier =
-                            Carrier::create(class, Slots::staged(negated), size, dtype, true)?;
-                        ProviderResult::new([Tensor::new(carrier, 0, layout)?])
-                            .map(Submitted::Ready)
+                        let carrier = Carrier::create(
+                            class,
+                            Slots::staged(negated),
+                            size,
+                            spec.dtype(),
+                            true,
+                        )?;
+                        ProviderResult::new([spec.tensor(carrier)?]).map(Submitted::Ready)
                     },
                 )));
             };

@@ -4,10 +4,11 @@ use std::any::TypeId;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{LazyLock, PoisonError, RwLock};
+use std::sync::{Arc, LazyLock, OnceLock, PoisonError, RwLock};
 
 use rustc_hash::FxHashMap;
 
+use crate::carriers::extension::{CarrierDefinition, ExecutionSet};
 use crate::error::{Error, Result};
 
 /// Whether a carrier class stores its own slots or composes other carriers.
@@ -28,6 +29,25 @@ struct ClassInfo {
     /// definition-free path (construction, capability declaration or query, move
     /// registration) and a carrier definition.
     authority: AtomicU8,
+    /// The definition offered at registration, stored before the arbiter decides; it
+    /// counts only once `authority` is [`DEFINED`]. Read without a lock by every
+    /// construction of a definition-backed carrier.
+    definition: OnceLock<CarrierDefinition>,
+    /// The kernel execution set frozen when a kernel-backed class is first observed.
+    execution: OnceLock<Arc<ExecutionSet>>,
+}
+
+impl ClassInfo {
+    fn new(name: &'static str, kind: ClassKind, shipped: bool) -> ClassInfo {
+        ClassInfo {
+            name,
+            kind,
+            shipped,
+            authority: AtomicU8::new(OPEN),
+            definition: OnceLock::new(),
+            execution: OnceLock::new(),
+        }
+    }
 }
 
 /// Neither observed nor defined: a definition may still be registered.
@@ -82,12 +102,7 @@ impl CarrierClass {
         let mut by_type = BY_TYPE.write().unwrap_or_else(PoisonError::into_inner);
         *by_type.entry(type_id).or_insert_with(|| {
             let shipped = crate::carriers::is_shipped(type_id);
-            CarrierClass(Box::leak(Box::new(ClassInfo {
-                name,
-                kind,
-                shipped,
-                authority: AtomicU8::new(OPEN),
-            })))
+            CarrierClass(Box::leak(Box::new(ClassInfo::new(name, kind, shipped))))
         })
     }
 
@@ -95,12 +110,7 @@ impl CarrierClass {
     /// same name). The identity lives for the rest of the process.
     pub fn mint(name: &str, kind: ClassKind) -> CarrierClass {
         let name: &'static str = Box::leak(Box::<str>::from(name));
-        CarrierClass(Box::leak(Box::new(ClassInfo {
-            name,
-            kind,
-            shipped: false,
-            authority: AtomicU8::new(OPEN),
-        })))
+        CarrierClass(Box::leak(Box::new(ClassInfo::new(name, kind, false))))
     }
 
     /// The class name, used in every message about it.
@@ -117,6 +127,32 @@ impl CarrierClass {
     /// classes are closed to manual capability declaration and kernel packs.
     pub fn is_shipped(self) -> bool {
         self.0.shipped
+    }
+
+    /// The definition registered for this class: `None` unless it is definition-backed.
+    pub(crate) fn definition(self) -> Option<&'static CarrierDefinition> {
+        if !self.is_definition_backed() {
+            return None;
+        }
+        self.0.definition.get()
+    }
+
+    /// Offers `definition` for this class ahead of [`mark_defined`](Self::mark_defined),
+    /// under the registration lock: it becomes the class's definition only if that wins.
+    /// (Both transitions are one-way, so a definition offered to a class that cannot be
+    /// defined is never read.)
+    pub(crate) fn offer_definition(self, definition: &CarrierDefinition) {
+        let _ = self.0.definition.set(definition.clone());
+    }
+
+    /// The kernel execution set frozen for this class, if it has been frozen.
+    pub(crate) fn frozen_execution_set(self) -> Option<&'static Arc<ExecutionSet>> {
+        self.0.execution.get()
+    }
+
+    /// Records the execution set frozen for this class (once; later calls keep the first).
+    pub(crate) fn record_execution_set(self, set: &Arc<ExecutionSet>) {
+        let _ = self.0.execution.set(Arc::clone(set));
     }
 
     /// Whether a `CarrierDefinition` is registered for exactly this class.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use strideweave_layout::{Layout, Shape};
 
+use crate::carrier::Carrier;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::operation::definition::OperationDefinition;
@@ -187,6 +188,27 @@ impl ResultSpec {
     /// The exact result layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// The result this spec describes over `carrier`: offset 0 and exactly this layout,
+    /// shared with the spec rather than copied. This is how a kernel publishes a fresh
+    /// result; the dispatcher still validates it (dtype, class, size) before publication.
+    ///
+    /// # Errors
+    /// As [`Tensor::new`]: a Value error when the layout's slots do not fit in `carrier`.
+    ///
+    /// ```
+    /// use strideweave::carriers::Cpu;
+    /// use strideweave::operation::ResultSpec;
+    /// use strideweave::{DType, Shape};
+    /// let spec = ResultSpec::canonical(DType::FLOAT32, Shape::new((2, 3))?);
+    /// let result = spec.tensor(Cpu::carrier(6, DType::FLOAT32, true, false)?)?;
+    /// assert_eq!(result.layout(), spec.layout());
+    /// assert!(spec.tensor(Cpu::carrier(5, DType::FLOAT32, true, false)?).is_err());
+    /// # Ok::<(), strideweave::Error>(())
+    /// ```
+    pub fn tensor(&self, carrier: Carrier) -> Result<Tensor> {
+        Tensor::with_shared_layout(carrier, 0, Arc::clone(&self.layout))
     }
 
     /// The exact result layout as the shared handle a result tensor can hold.

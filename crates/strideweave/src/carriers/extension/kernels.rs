@@ -432,6 +432,9 @@ pub(crate) fn freeze_execution_set(
     class: CarrierClass,
     provider: &KernelProvider,
 ) -> Arc<ExecutionSet> {
+    if let Some(set) = class.frozen_execution_set() {
+        return Arc::clone(set);
+    }
     let mut kernels = KERNELS.lock().unwrap_or_else(PoisonError::into_inner);
     let state = kernels
         .entry(class)
@@ -441,6 +444,7 @@ pub(crate) fn freeze_execution_set(
         KernelState::Open(packs) => {
             let set = Arc::new(ExecutionSet::build(class, provider, std::mem::take(packs)));
             *state = KernelState::Frozen(Arc::clone(&set));
+            class.record_execution_set(&set);
             set
         }
     }

@@ -1,15 +1,14 @@
 //! `register_carrier_definition`: binding one definition to one exact carrier class.
 
-use std::sync::{LazyLock, PoisonError, RwLock};
-
-use rustc_hash::FxHashMap;
+use std::sync::{Mutex, PoisonError};
 
 use crate::carrier::{seal_definition_capabilities, CarrierClass, ClassKind};
 use crate::carriers::extension::CarrierDefinition;
 use crate::error::{Error, Result};
 
-static DEFINITIONS: LazyLock<RwLock<FxHashMap<CarrierClass, CarrierDefinition>>> =
-    LazyLock::new(|| RwLock::new(FxHashMap::default()));
+/// Serializes registrations: offering a definition to a class and winning its arbiter are
+/// one step. (The definition itself lives on the class, read without a lock.)
+static REGISTRATION: Mutex<()> = Mutex::new(());
 
 /// Binds `definition` to exactly `class` (no other class, base or sibling, acquires it).
 ///
@@ -66,12 +65,11 @@ pub fn register_carrier_definition(
             route.source_class()
         )));
     }
-    let mut definitions = DEFINITIONS.write().unwrap_or_else(PoisonError::into_inner);
+    let _registration = REGISTRATION.lock().unwrap_or_else(PoisonError::into_inner);
+    class.offer_definition(&definition);
     class.mark_defined()?;
     // Storage-only and composite classes declare nothing at the class level.
-    let storage_only = definition.kernels().is_none();
-    definitions.insert(class, definition);
-    if storage_only {
+    if definition.kernels().is_none() {
         seal_definition_capabilities(class);
     }
     Ok(())
@@ -79,12 +77,5 @@ pub fn register_carrier_definition(
 
 /// The definition registered for exactly `class`, if any (a lookup; it observes nothing).
 pub fn carrier_definition(class: CarrierClass) -> Option<CarrierDefinition> {
-    if !class.is_definition_backed() {
-        return None;
-    }
-    DEFINITIONS
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(&class)
-        .cloned()
+    class.definition().cloned()
 }
