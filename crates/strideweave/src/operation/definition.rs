@@ -1,9 +1,10 @@
 //! `OperationDefinition`: the immutable description of one operation, and the process-wide
 //! registry of built-in and custom definitions (semantics-operations.md §2a).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
+
+use rustc_hash::FxHashMap;
 
 use crate::error::{Error, Result};
 use crate::operation::invocation::{
@@ -207,7 +208,8 @@ impl fmt::Debug for OperationDefinition {
     }
 }
 
-static REGISTRY: LazyLock<RwLock<HashMap<Arc<str>, OperationDefinition>>> = LazyLock::new(|| {
+/// Keyed by name with the Fx hash: names are short, and the look-up runs on every call.
+static REGISTRY: LazyLock<RwLock<FxHashMap<Arc<str>, OperationDefinition>>> = LazyLock::new(|| {
     let builtins = crate::operation::builtin::definitions();
     RwLock::new(
         builtins
