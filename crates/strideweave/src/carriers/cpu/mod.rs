@@ -209,7 +209,10 @@ impl Cpu {
 
     /// The address of the first slot; `None` when the carrier has no slots or is released.
     ///
-    /// The address stays valid until the carrier is released or dropped.
+    /// The address stays valid until the carrier is released or dropped. It is 64-byte
+    /// aligned for slots beyond 64 bytes; smaller carriers keep their slots inline, 4-byte
+    /// aligned. Memory reached through it is outside the carrier's locking: reading or
+    /// writing it while the carrier is in use is the caller's responsibility.
     pub fn pointer(&self) -> Option<usize> {
         match &self.storage {
             Storage::Inline(inline) => inline.address(),
