@@ -63,8 +63,8 @@ impl Carrier {
     }
 
     /// [`Carrier::new`] for a caller that already knows the exact class of `T` (it must be
-    /// `CarrierClass::of::<T>()`), sparing the look-up of the class by type. Inlined, so the
-    /// body is built in its final place rather than copied.
+    /// `CarrierClass::of::<T>()`), sparing the look-up of the class by type. Inlined: every
+    /// kernel result is wrapped here.
     #[inline]
     pub(crate) fn with_class<T: DefinitionFreeCarrier>(
         body: T,
@@ -94,8 +94,9 @@ impl Carrier {
         Ok(Carrier { inner })
     }
 
-    /// Wraps an already validated erased `body` of the exact `class` (the definition-backed
-    /// path: `Carrier::create`).
+    /// Wraps an already validated erased `body` of the exact `class`, with no check left to
+    /// fail: the definition-backed path (`Carrier::create`) and tiny CPU results
+    /// (`Cpu::inline_f32`).
     pub(crate) fn from_erased_body<B: ErasedCarrier + 'static>(
         body: B,
         class: CarrierClass,

@@ -154,7 +154,8 @@ fn compute_binary(lhs: &Tensor, rhs: &Tensor, f: impl Fn(f32, f32) -> f32) -> Op
     let (left, layout) = eligible(lhs)?;
     // Equal to an eligible layout is eligible: only the dtype and class remain to check.
     let other = rhs.shared_layout();
-    if !Arc::ptr_eq(layout, other) && **layout != **other || rhs.dtype() != DType::FLOAT32 {
+    let same_layout = Arc::ptr_eq(layout, other) || **layout == **other;
+    if !same_layout || rhs.dtype() != DType::FLOAT32 {
         return None;
     }
     let right = rhs.carrier().downcast_ref::<Cpu>()?;
@@ -205,7 +206,7 @@ fn recording(operands: &[&Tensor]) -> bool {
 fn compute(layout: &Arc<Layout>, fill: impl FnOnce(&mut [f32]) -> Option<()>) -> Option<Tensor> {
     let n = layout.size();
     let carrier = if n <= INLINE_F32 {
-        // Computed on the stack, then placed in the carrier as it is built.
+        // Computed on the stack, then stored into the new carrier's inline slots.
         let mut values = [0.0f32; INLINE_F32];
         fill(&mut values[..n])?;
         Cpu::inline_f32(&values, n, true)
