@@ -952,6 +952,39 @@ mod tests {
     }
 
     #[test]
+    fn a_release_racing_inline_reads_and_writes_ends_every_access_cleanly() -> Result<()> {
+        // Readers and a writer run while another thread releases: each access either sees a
+        // whole write or fails with the Runtime error of a released carrier, and after the
+        // release every access fails.
+        for _ in 0..50 {
+            let carrier = Cpu::carrier(8, DType::FLOAT32, true, false)?;
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    for round in 1..=200u8 {
+                        let write = body(&carrier).with_f32_mut(|s| s.fill(f32::from(round)));
+                        if let Err(error) = write {
+                            assert_eq!(error.kind(), ErrorKind::Runtime, "{error}");
+                        }
+                    }
+                });
+                scope.spawn(|| {
+                    for _ in 0..200 {
+                        match body(&carrier).with_f32(<[f32]>::to_vec) {
+                            Ok(seen) => assert!(seen.iter().all(|&x| x == seen[0]), "{seen:?}"),
+                            Err(error) => assert_eq!(error.kind(), ErrorKind::Runtime, "{error}"),
+                        }
+                    }
+                });
+                scope.spawn(|| carrier.release()).join().expect("release")
+            })?;
+            let error = body(&carrier).with_f32(|_| ()).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::Runtime, "{error}");
+            assert_eq!(body(&carrier).pointer(), None);
+        }
+        Ok(())
+    }
+
+    #[test]
     fn concurrent_inline_reads_never_see_a_torn_write() -> Result<()> {
         // The writer keeps all 16 slots equal; any reader seeing two different values would
         // have observed half of a write.
