@@ -6,12 +6,13 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 
+use common::tiled::{Faults, Faulty};
 use common::{f32_storage, floats, F32s};
-use strideweave::carrier::{Carrier, CarrierClass, ClassKind, DefinitionFreeCarrier};
+use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
 use strideweave::carriers::extension::{
     CompletionCell, PreparedTransfer, ProviderCompletion, Submitted, TransferPreparation,
     TransferProvider,
@@ -68,97 +69,6 @@ fn untouched(tiers: &[&Carrier]) {
     for tier in tiers {
         assert!(!tier.is_owned(), "{tier:?} stayed owned");
         assert!(!tier.is_released(), "{tier:?} was released");
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// A tier class whose whole family (the prototype and every carrier its factories make) shares
-// one fault switch and one live-carrier count. (`common::Flaky` gives each factory product
-// fresh fault flags, so a fault injected on a tier would never reach the tile carriers.)
-
-#[derive(Debug, Default)]
-struct Family {
-    /// Reads still allowed before every read fails; negative means unlimited.
-    read_budget: AtomicI64,
-    /// Writes still allowed before every write fails; negative means unlimited.
-    write_budget: AtomicI64,
-    /// Carriers of the family made and not yet released.
-    live: AtomicI64,
-}
-
-impl Family {
-    fn new() -> Arc<Family> {
-        let family = Family::default();
-        family.read_budget.store(-1, Ordering::SeqCst);
-        family.write_budget.store(-1, Ordering::SeqCst);
-        Arc::new(family)
-    }
-
-    fn spend(budget: &AtomicI64, what: &str) -> Result<()> {
-        let left = budget.load(Ordering::SeqCst);
-        if left == 0 {
-            return Err(Error::Runtime(format!("injected {what} failure")));
-        }
-        if left > 0 {
-            budget.fetch_sub(1, Ordering::SeqCst);
-        }
-        Ok(())
-    }
-}
-
-#[derive(Debug)]
-struct Fragile {
-    values: Mutex<Vec<Value>>,
-    family: Arc<Family>,
-}
-
-impl Fragile {
-    fn carrier(family: &Arc<Family>, values: &[f64]) -> Carrier {
-        family.live.fetch_add(1, Ordering::SeqCst);
-        let body = Fragile {
-            values: Mutex::new(floats(values)),
-            family: Arc::clone(family),
-        };
-        Carrier::new(body, DType::FLOAT32, true).unwrap()
-    }
-
-    fn sibling(&self, values: Vec<Value>) -> Fragile {
-        self.family.live.fetch_add(1, Ordering::SeqCst);
-        Fragile {
-            values: Mutex::new(values),
-            family: Arc::clone(&self.family),
-        }
-    }
-}
-
-impl DefinitionFreeCarrier for Fragile {
-    const NAME: &'static str = "Fragile";
-
-    fn supports_storage_dtype(&self, dtype: DType) -> bool {
-        dtype == DType::FLOAT32
-    }
-    fn size(&self) -> usize {
-        self.values.lock().unwrap().len()
-    }
-    fn read(&self, index: usize, _dtype: DType) -> Result<Value> {
-        Family::spend(&self.family.read_budget, "read")?;
-        Ok(self.values.lock().unwrap()[index])
-    }
-    fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
-        Family::spend(&self.family.write_budget, "write")?;
-        self.values.lock().unwrap()[index] = value;
-        Ok(())
-    }
-    fn release(&self) -> Result<()> {
-        self.values.lock().unwrap().clear();
-        self.family.live.fetch_sub(1, Ordering::SeqCst);
-        Ok(())
-    }
-    fn new_like(&self, values: &[Value], _dtype: DType) -> Result<Self> {
-        Ok(self.sibling(values.to_vec()))
-    }
-    fn allocate_like(&self, size: usize, _dtype: DType, _empty: bool) -> Result<Self> {
-        Ok(self.sibling(vec![Value::Float(0.0); size]))
     }
 }
 
@@ -808,14 +718,14 @@ fn a_residency_policy_only_optimizes() {
 
 #[test]
 fn promote_and_evict_move_tiles_idempotently_without_moving_the_version() {
-    let family = Family::new();
-    let secondary = Fragile::carrier(&family, &[]);
+    let family = Faults::sticky();
+    let secondary = Faulty::carrier(&family, &[]);
     let tiled = TiledEvictable::carrier(&generic(&counting(8)), &secondary, &[2, 2], &[2, 1], None)
         .unwrap();
     tiled.set(0, Value::Float(-1.0)).unwrap();
     let version = tiled.version();
     assert_eq!(version, 1);
-    let live = family.live.load(Ordering::SeqCst);
+    let live = family.live();
 
     // Evict two tiles: each gets a fresh carrier of the secondary tier's factory.
     let pair = set(&[&[0, 0], &[1, 1]]);
@@ -829,7 +739,7 @@ fn promote_and_evict_move_tiles_idempotently_without_moving_the_version() {
         TiledEvictable::primary_tiles(&tiled).unwrap(),
         set(&[&[1, 0], &[0, 1]])
     );
-    assert_eq!(family.live.load(Ordering::SeqCst), live + 2);
+    assert_eq!(family.live(), live + 2);
     // An eviction writes the contents back: the tile is clean.
     assert!(!TiledEvictable::tile_state(&tiled, &[0, 0])
         .unwrap()
@@ -841,7 +751,7 @@ fn promote_and_evict_move_tiles_idempotently_without_moving_the_version() {
 
     // Evicting again, or a mix with already-secondary tiles, is a no-op.
     TiledEvictable::evict(&tiled, &pair).unwrap();
-    assert_eq!(family.live.load(Ordering::SeqCst), live + 2);
+    assert_eq!(family.live(), live + 2);
 
     // A write to an evicted tile lands on the secondary tier and marks it dirty.
     tiled.set(7, Value::Float(70.0)).unwrap();
@@ -854,7 +764,7 @@ fn promote_and_evict_move_tiles_idempotently_without_moving_the_version() {
     // Promote both back through the tiers' movement: the secondary copies are dropped
     // (released), promotion keeps the dirty bit, and the version stays.
     TiledEvictable::promote(&tiled, &pair).unwrap();
-    assert_eq!(family.live.load(Ordering::SeqCst), live);
+    assert_eq!(family.live(), live);
     assert_eq!(TiledEvictable::primary_tiles(&tiled).unwrap().len(), 4);
     assert!(TiledEvictable::tile_state(&tiled, &[1, 1])
         .unwrap()
@@ -868,7 +778,7 @@ fn promote_and_evict_move_tiles_idempotently_without_moving_the_version() {
     TiledEvictable::evict(&tiled, &set(&[&[1, 1]])).unwrap();
     TiledEvictable::promote(&tiled, &set(&[&[1, 1]])).unwrap();
     assert_eq!(values(&tiled), floats(&expected));
-    assert_eq!(family.live.load(Ordering::SeqCst), live);
+    assert_eq!(family.live(), live);
 
     // Bad tiles are refused before anything moves.
     expect_err(
@@ -890,15 +800,15 @@ fn promote_and_evict_move_tiles_idempotently_without_moving_the_version() {
 
 #[test]
 fn release_releases_the_tiers_and_every_tile_copy() {
-    let family = Family::new();
+    let family = Faults::sticky();
     let primary = generic(&counting(4));
-    let secondary = Fragile::carrier(&family, &[]);
+    let secondary = Faulty::carrier(&family, &[]);
     let tiled = TiledEvictable::carrier(&primary, &secondary, &[2], &[2], None).unwrap();
     TiledEvictable::evict(&tiled, &set(&[&[1]])).unwrap();
-    assert_eq!(family.live.load(Ordering::SeqCst), 2);
+    assert_eq!(family.live(), 2);
     tiled.release().unwrap();
     assert!(tiled.is_released() && primary.is_released() && secondary.is_released());
-    assert_eq!(family.live.load(Ordering::SeqCst), 0);
+    assert_eq!(family.live(), 0);
     assert_eq!((tiled.size(), tiled.version()), (0, 0));
     expect_err(tiled.get(0), ErrorKind::Runtime, "released");
     expect_err(
@@ -914,10 +824,10 @@ fn release_releases_the_tiers_and_every_tile_copy() {
 
 #[test]
 fn a_failing_tier_move_keeps_every_tile_valid_and_the_request_retryable() {
-    let family = Family::new();
+    let family = Faults::sticky();
     let tiled = TiledEvictable::carrier(
         &generic(&counting(8)),
-        &Fragile::carrier(&family, &[]),
+        &Faulty::carrier(&family, &[]),
         &[4],
         &[2],
         None,
@@ -927,19 +837,15 @@ fn a_failing_tier_move_keeps_every_tile_valid_and_the_request_retryable() {
 
     // The seed copy into the secondary tier fails on its third write: nothing moves and the
     // fresh tile carriers are disposed of.
-    family.write_budget.store(2, Ordering::SeqCst);
+    Faults::arm(&family.writes, 2);
     expect_err(
         TiledEvictable::evict(&tiled, &all),
         ErrorKind::Runtime,
         "injected write failure",
     );
     assert_eq!(TiledEvictable::primary_tiles(&tiled).unwrap(), all);
-    assert_eq!(
-        family.live.load(Ordering::SeqCst),
-        1,
-        "only the tier itself is live"
-    );
-    family.write_budget.store(-1, Ordering::SeqCst);
+    assert_eq!(family.live(), 1, "only the tier itself is live");
+    Faults::arm(&family.writes, -1);
     TiledEvictable::evict(&tiled, &all).unwrap();
     assert_eq!(TiledEvictable::secondary_tiles(&tiled).unwrap(), all);
 
@@ -947,7 +853,7 @@ fn a_failing_tier_move_keeps_every_tile_valid_and_the_request_retryable() {
     // move succeeds, the second fails reading: the first is moved back, every tile keeps a
     // valid secondary copy, and the version does not move.
     let version = tiled.version();
-    family.read_budget.store(2, Ordering::SeqCst);
+    Faults::arm(&family.reads, 2);
     let outcome = TiledEvictable::promote_async(&tiled, &all).unwrap();
     expect_err(outcome.wait(), ErrorKind::Runtime, "injected read failure");
     assert!(outcome.done());
@@ -958,12 +864,8 @@ fn a_failing_tier_move_keeps_every_tile_valid_and_the_request_retryable() {
             .unwrap()
             .is_valid());
     }
-    assert_eq!(
-        family.live.load(Ordering::SeqCst),
-        5,
-        "the tier and four tile copies"
-    );
-    family.read_budget.store(-1, Ordering::SeqCst);
+    assert_eq!(family.live(), 5, "the tier and four tile copies");
+    Faults::arm(&family.reads, -1);
     assert_eq!(values(&tiled), floats(&counting(8)));
 
     // The retry succeeds.
@@ -971,7 +873,7 @@ fn a_failing_tier_move_keeps_every_tile_valid_and_the_request_retryable() {
     assert_eq!(TiledEvictable::primary_tiles(&tiled).unwrap(), all);
     assert_eq!(values(&tiled), floats(&counting(8)));
     assert_eq!(tiled.version(), version);
-    assert_eq!(family.live.load(Ordering::SeqCst), 1);
+    assert_eq!(family.live(), 1);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,11 +6,11 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::floats;
-use strideweave::carrier::{Carrier, CarrierClass, DefinitionFreeCarrier};
+use common::tiled::{Faults, Faulty};
+use strideweave::carrier::{Carrier, CarrierClass};
 use strideweave::carriers::{
     Cpu, FileBacked, Generic, ResidencyPlan, ResidencyPolicy, ResidencyPurpose, TileLocation,
     TileProgress, TileSet, TiledEvictable,
@@ -26,6 +26,11 @@ fn wavy(n: usize, seed: usize) -> Vec<f32> {
     (0..n)
         .map(|i| (((i * 7 + seed * 13) % 23) as f32 - 11.0) / 4.0)
         .collect()
+}
+
+/// `values` as the f64 the Value-based test carriers take.
+fn widen(values: &[f32]) -> Vec<f64> {
+    values.iter().map(|&v| f64::from(v)).collect()
 }
 
 fn cpu(values: &[f32]) -> Carrier {
@@ -583,81 +588,15 @@ fn a_matmul_gradient_agrees_with_finite_differences() {
 // ---------------------------------------------------------------------------------------------
 // Fault injection: a failing tier read mid-operation
 
-/// The fault switch shared by a Fragile tier and every carrier its factories make.
-#[derive(Debug, Default)]
-struct Budget {
-    /// Reads still allowed before every read fails; negative means unlimited.
-    reads: AtomicI64,
-}
-
-#[derive(Debug)]
-struct Fragile {
-    values: Mutex<Vec<Value>>,
-    budget: Arc<Budget>,
-}
-
-impl Fragile {
-    fn carrier(budget: &Arc<Budget>) -> Carrier {
-        Fragile::full(budget, &[])
-    }
-
-    fn full(budget: &Arc<Budget>, values: &[f32]) -> Carrier {
-        let body = Fragile {
-            values: Mutex::new(values.iter().map(|&v| Value::Float(f64::from(v))).collect()),
-            budget: Arc::clone(budget),
-        };
-        Carrier::new(body, DType::FLOAT32, true).unwrap()
-    }
-}
-
-impl DefinitionFreeCarrier for Fragile {
-    const NAME: &'static str = "FragileTier";
-
-    fn supports_storage_dtype(&self, dtype: DType) -> bool {
-        dtype == DType::FLOAT32
-    }
-    fn size(&self) -> usize {
-        self.values.lock().unwrap().len()
-    }
-    fn read(&self, index: usize, _dtype: DType) -> Result<Value> {
-        let left = self.budget.reads.load(Ordering::SeqCst);
-        if left == 0 {
-            return Err(Error::Runtime("injected read failure".into()));
-        }
-        if left > 0 {
-            self.budget.reads.fetch_sub(1, Ordering::SeqCst);
-        }
-        Ok(self.values.lock().unwrap()[index])
-    }
-    fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
-        self.values.lock().unwrap()[index] = value;
-        Ok(())
-    }
-    fn release(&self) -> Result<()> {
-        self.values.lock().unwrap().clear();
-        Ok(())
-    }
-    fn new_like(&self, values: &[Value], _dtype: DType) -> Result<Self> {
-        Ok(Fragile {
-            values: Mutex::new(values.to_vec()),
-            budget: Arc::clone(&self.budget),
-        })
-    }
-    fn allocate_like(&self, size: usize, _dtype: DType, _empty: bool) -> Result<Self> {
-        self.new_like(&vec![Value::Float(0.0); size], DType::FLOAT32)
-    }
-}
-
 #[test]
 fn a_failing_tier_read_mid_operation_publishes_nothing() {
     for capacity in [None, Some(1)] {
-        let budget = Arc::new(Budget::default());
-        budget.reads.store(-1, Ordering::SeqCst);
+        let faults = Faults::sticky();
         let values = wavy(24, 50);
         let policy = capacity.map(|c| Arc::new(Capacity::new(c)) as Arc<dyn ResidencyPolicy>);
         let carrier = TiledEvictable::carrier(
             &cpu(&values),
-            &Fragile::carrier(&budget),
+            &Faulty::carrier(&faults, &[]),
             &[4, 1],
             &[2, 3],
             policy,
@@ -668,21 +607,18 @@ fn a_failing_tier_read_mid_operation_publishes_nothing() {
         let x = whole(&carrier);
         x.set_requires_grad(true).unwrap();
         // Two staged tiles read fine, the third fails half way.
-        budget.reads.store(2 * 6 + 3, Ordering::SeqCst);
+        Faults::arm(&faults.reads, 2 * 6 + 3);
         for attempt in [ops::reduce_sum(&x), ops::relu(&x), ops::add(&x, &x)] {
             expect_err(attempt, ErrorKind::Runtime, "injected read failure");
-            budget.reads.store(2 * 6 + 3, Ordering::SeqCst);
+            Faults::arm(&faults.reads, 2 * 6 + 3);
         }
         assert_eq!(carrier.version(), 0, "no version moved");
         assert_eq!(locations(&carrier), before, "no tile moved");
         assert!(TiledEvictable::dirty_tiles(&carrier).unwrap().is_empty());
         assert!(x.grad().is_none());
         // Every tile still has its valid copy, and the operation can be retried.
-        budget.reads.store(-1, Ordering::SeqCst);
-        assert_close(
-            &numbers(&x),
-            &values.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
-        );
+        Faults::arm(&faults.reads, -1);
+        assert_close(&numbers(&x), &widen(&values));
         let retried = ops::reduce_sum(&x).unwrap();
         assert_close(
             &numbers(&retried),
@@ -695,25 +631,25 @@ fn a_failing_tier_read_mid_operation_publishes_nothing() {
 fn a_failing_read_of_a_whole_seed_tier_publishes_nothing() {
     // Every tile still in a full secondary seed tier, no capacity: the operation copies the
     // whole tier in one go, and the copy fails half way.
-    let budget = Arc::new(Budget::default());
+    let faults = Faults::sticky();
     let values = wavy(24, 51);
     let carrier = TiledEvictable::carrier(
         &empty_cpu(),
-        &Fragile::full(&budget, &values),
+        &Faulty::carrier(&faults, &widen(&values)),
         &[2, 2],
         &[3, 2],
         None,
     )
     .unwrap();
     let before = locations(&carrier);
-    budget.reads.store(10, Ordering::SeqCst);
+    Faults::arm(&faults.reads, 10);
     expect_err(
         ops::relu(&whole(&carrier)),
         ErrorKind::Runtime,
         "injected read failure",
     );
     assert_eq!((carrier.version(), locations(&carrier)), (0, before));
-    budget.reads.store(-1, Ordering::SeqCst);
+    Faults::arm(&faults.reads, -1);
     let expected: Vec<f64> = values.iter().map(|&v| f64::from(v.max(0.0))).collect();
     assert_close(&numbers(&ops::relu(&whole(&carrier)).unwrap()), &expected);
 }

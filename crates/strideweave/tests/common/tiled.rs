@@ -75,9 +75,10 @@ pub fn tile_states(carrier: &Carrier) -> Vec<(TileLocation, bool)> {
 /// The fault switches and live-carrier count shared by a [`Faulty`] carrier and everything
 /// its factories make.
 ///
-/// Each budget counts the operations still allowed before **one** injected failure;
-/// negative means no fault is armed. After the fault fires the budget disarms, so the state
-/// can be inspected (and the operation retried) afterwards.
+/// Each budget counts the operations still allowed before an injected failure; negative
+/// means no fault is armed. By default the budget disarms after **one** failure, so the state
+/// can be inspected (and the operation retried) afterwards; a [`sticky`](Faults::sticky)
+/// family keeps failing until the budget is set again.
 #[derive(Debug)]
 pub struct Faults {
     pub reads: AtomicI64,
@@ -86,15 +87,28 @@ pub struct Faults {
     pub allocations: AtomicI64,
     /// Carriers of the family made and not yet released.
     pub live: AtomicI64,
+    /// Whether an exhausted budget keeps failing.
+    sticky: bool,
 }
 
 impl Faults {
+    /// A family whose faults fire once.
     pub fn new() -> Arc<Faults> {
+        Faults::with_stickiness(false)
+    }
+
+    /// A family whose exhausted budgets fail every later operation.
+    pub fn sticky() -> Arc<Faults> {
+        Faults::with_stickiness(true)
+    }
+
+    fn with_stickiness(sticky: bool) -> Arc<Faults> {
         Arc::new(Faults {
             reads: AtomicI64::new(-1),
             writes: AtomicI64::new(-1),
             allocations: AtomicI64::new(-1),
             live: AtomicI64::new(0),
+            sticky,
         })
     }
 
@@ -107,10 +121,12 @@ impl Faults {
         self.live.load(Ordering::SeqCst)
     }
 
-    fn spend(budget: &AtomicI64, what: &str) -> Result<()> {
+    fn spend(&self, budget: &AtomicI64, what: &str) -> Result<()> {
         let left = budget.load(Ordering::SeqCst);
         if left == 0 {
-            budget.store(-1, Ordering::SeqCst);
+            if !self.sticky {
+                budget.store(-1, Ordering::SeqCst);
+            }
             return Err(Error::Runtime(format!("injected {what} failure")));
         }
         if left > 0 {
@@ -139,7 +155,7 @@ impl Faulty {
     }
 
     fn sibling(&self, values: Vec<Value>) -> Result<Faulty> {
-        Faults::spend(&self.faults.allocations, "allocation")?;
+        self.faults.spend(&self.faults.allocations, "allocation")?;
         self.faults.live.fetch_add(1, Ordering::SeqCst);
         Ok(Faulty {
             values: Mutex::new(values),
@@ -158,11 +174,11 @@ impl DefinitionFreeCarrier for Faulty {
         self.values.lock().unwrap().len()
     }
     fn read(&self, index: usize, _dtype: DType) -> Result<Value> {
-        Faults::spend(&self.faults.reads, "read")?;
+        self.faults.spend(&self.faults.reads, "read")?;
         Ok(self.values.lock().unwrap()[index])
     }
     fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
-        Faults::spend(&self.faults.writes, "write")?;
+        self.faults.spend(&self.faults.writes, "write")?;
         self.values.lock().unwrap()[index] = value;
         Ok(())
     }
