@@ -20,6 +20,7 @@ pub mod carriers;
 pub mod dtype;
 pub mod error;
 mod kernels;
+pub mod limits;
 pub mod movement;
 pub mod operation;
 pub mod ops;

@@ -14,7 +14,8 @@ impl Carrier {
     /// Every check runs before the first write, in this order: scatter unsupported by the
     /// class (NotImplemented); `destination` backed by another carrier (Value); this carrier
     /// released, claimed, immutable or owned (Runtime); `source` and `mapping` of different
-    /// shapes (Value); a source the class refuses (Type); a target slot out of range
+    /// shapes (Value); a `mapping` that is not injective (Value); a source the class refuses
+    /// (Type); a target slot out of range
     /// (Value); a value the dtype refuses (Type/Overflow). Nothing is written on failure.
     pub fn scatter(
         &self,
@@ -43,10 +44,19 @@ impl Carrier {
                 mapping.shape()
             )));
         }
+        if !mapping.is_injective() {
+            return Err(Error::Value(format!(
+                "scatter mapping {mapping} is not injective: two source elements would land on \
+                 one slot"
+            )));
+        }
         self.check_scatter_source(source.carrier().class(), source.dtype())?;
         let base = destination.offset().checked_add(mapping_offset);
         let size = self.size();
-        let mut targets: Vec<usize> = Vec::with_capacity(mapping.size());
+        // An injective mapping lands its elements on distinct slots, so one with more elements
+        // than the carrier has slots lands outside it; checking that first keeps every list
+        // below bounded by the carrier's size, however large the source's logical size.
+        let mut targets: Vec<usize> = Vec::with_capacity(mapping.size().min(size));
         for (ordinal, index) in mapping.indices().enumerate() {
             let slot = base.and_then(|b| b.checked_add(index));
             let Some(slot) = slot.filter(|s| *s < size) else {

@@ -1,6 +1,7 @@
 //! `ElementwiseMoveOperation`: the default route, one value at a time.
 
 use crate::error::Result;
+use crate::limits;
 use crate::movement::{MoveOperation, MoveTarget};
 use crate::tensor::Tensor;
 
@@ -15,10 +16,10 @@ impl MoveOperation for ElementwiseMoveOperation {
         "elementwise"
     }
 
+    /// Each addressed slot is copied once, so the work is bounded by the slots the layout
+    /// spans, not by its logical size: a broadcast of one slot copies one value.
     fn copy(&self, source: &Tensor, target: &MoveTarget<'_>, _element_count: usize) -> Result<()> {
-        let layout = source.layout();
-        for ordinal in 0..layout.size() {
-            let slot = layout.index_of(ordinal)?;
+        for slot in limits::distinct_slots(source.layout())? {
             let value = source.carrier().get(source.offset() + slot)?;
             target.write(slot, value)?;
         }

@@ -4,6 +4,7 @@ use strideweave_layout::IntTuple;
 
 use crate::dtype::Value;
 use crate::error::Result;
+use crate::limits;
 use crate::tensor::Tensor;
 
 impl Tensor {
@@ -33,9 +34,15 @@ impl Tensor {
     }
 
     /// Every value in colexicographic order of the coordinates.
+    ///
+    /// A view larger than this machine's memory can hold as values (a broadcast of one slot
+    /// to 2^40 elements, say) is a Memory error before anything is allocated.
     pub fn to_values(&self) -> Result<Vec<Value>> {
+        let what = || format!("the values of a tensor of shape {}", self.shape());
+        limits::check_fits::<Value>(self.size(), what)?;
         let offset = self.offset();
-        let slots: Vec<usize> = self.layout().indices().map(|i| offset + i).collect();
+        let mut slots = limits::reserve::<usize>(self.size(), what)?;
+        slots.extend(self.layout().indices().map(|i| offset + i));
         self.carrier().get_all(&slots)
     }
 }

@@ -1,7 +1,9 @@
 //! [`TileGrid`]: the geometry of a TiledEvictable — its grid of tiles, the tile shape, the
 //! logical shape `grid · tile`, and the maps between slots, tiles and local coordinates.
 
+use crate::carriers::tiled::tile_table::TileEntry;
 use crate::error::{Error, Result};
+use crate::limits;
 
 /// The geometry of one TiledEvictable (semantics-operations.md §5).
 ///
@@ -66,7 +68,8 @@ impl TileGrid {
     /// The geometry of `grid_shape` tiles of `tile_shape` each.
     ///
     /// Value errors: an empty shape, different ranks, an extent of 0, or a size that
-    /// overflows `usize`; each names the field and the value at fault.
+    /// overflows `usize`; each names the field and the value at fault. A Memory error: a
+    /// grid with more tiles than this machine's memory can keep a table entry for.
     pub(crate) fn new(grid_shape: &[usize], tile_shape: &[usize]) -> Result<TileGrid> {
         for (field, shape) in [("grid_shape", grid_shape), ("tile_shape", tile_shape)] {
             if shape.is_empty() {
@@ -98,8 +101,13 @@ impl TileGrid {
                 })
             })
             .collect::<Result<Vec<usize>>>()?;
+        let tile_count = product(grid_shape, "grid_shape")?;
+        // The tile table keeps one entry per tile: refuse a grid whose table cannot exist.
+        limits::check_fits::<TileEntry>(tile_count, || {
+            format!("the tile table of a TiledEvictable grid_shape {grid_shape:?}")
+        })?;
         Ok(TileGrid {
-            tile_count: product(grid_shape, "grid_shape")?,
+            tile_count,
             tile_size: product(tile_shape, "tile_shape")?,
             logical_size: product(&logical, "logical shape")?,
             grid: grid_shape.to_vec(),

@@ -45,6 +45,7 @@ pub(crate) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec
             "the CPU kernel of '{name}' cannot execute a plan of '{planned}'"
         )));
     }
+    super::check_bounded_work(name, invocation)?;
     match name {
         "add" | "sub" | "mul" | "elementwise_mul" | "div" | "neg" | "abs" | "exp" | "log"
         | "sqrt" | "tanh" | "sigmoid" | "relu" | "maximum" | "minimum" | "eq" | "lt" | "le" => {

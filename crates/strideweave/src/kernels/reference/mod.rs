@@ -40,6 +40,7 @@ pub(crate) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec
             "the reference kernel of '{name}' cannot execute a plan of '{planned}'"
         )));
     }
+    super::check_bounded_work(name, invocation)?;
     match name {
         "neg" | "abs" | "exp" | "log" | "sqrt" | "tanh" | "sigmoid" | "relu" => {
             elementwise::unary(name, invocation)
