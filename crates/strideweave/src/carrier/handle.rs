@@ -323,6 +323,7 @@ impl Carrier {
         &self,
         write: impl FnOnce(&dyn ErasedCarrier, DType) -> Result<()>,
     ) -> Result<()> {
+        crate::operation::provider_scope::note_write(self.id());
         let at_start = self.body().versions_at_transfer_start();
         if at_start {
             self.bump_version();

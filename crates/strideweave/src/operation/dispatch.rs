@@ -8,6 +8,7 @@ use crate::carrier::CarrierClass;
 use crate::error::{Error, Result};
 use crate::operation::definition::{operation_definition, OperationDefinition};
 use crate::operation::invocation::{OperandList, ResolvedInvocation};
+use crate::operation::provider_scope::ProviderScope;
 use crate::operation::schema::OptionValue;
 use crate::operation::Operand;
 use crate::tensor::Tensor;
@@ -72,6 +73,7 @@ impl OperationDefinition {
             )));
         }
         let versions = Versions::of(&invocation);
+        let scope = ProviderScope::open();
         let (outputs, result_classes) = if let Some(composite) = carrier.composite_provider() {
             // A dependent definition: validated result classes, then one prepared submission.
             let (outputs, classes) = composite.execute(carrier, &invocation)?;
@@ -92,7 +94,9 @@ impl OperationDefinition {
             result_classes.as_deref(),
             &outputs,
             &versions,
+            &scope,
         )?;
+        drop(scope);
         if recording {
             crate::autograd::record(&invocation, &outputs)?;
         }
@@ -144,13 +148,15 @@ fn operand_versions(invocation: &ResolvedInvocation) -> impl Iterator<Item = u64
 
 /// The publication check: results match their specifications exactly (on `class`, or on
 /// the declared `result_classes` of a composite provider) and no operand was mutated (a
-/// `ProviderContract` error otherwise).
+/// `ProviderContract` error otherwise). An operand whose version moved with no write by the
+/// provider on record was written by another thread meanwhile: a Runtime error saying so.
 fn validate(
     invocation: &ResolvedInvocation,
     class: CarrierClass,
     result_classes: Option<&[CarrierClass]>,
     outputs: &[Tensor],
     versions: &Versions,
+    scope: &ProviderScope,
 ) -> Result<()> {
     let name = invocation.call().definition().name();
     let contract = |what: String| {
@@ -221,8 +227,20 @@ fn validate(
             return contract(format!("result {i} shares storage with an operand"));
         }
     }
-    if !operand_versions(invocation).eq(versions.as_slice().iter().copied()) {
-        return contract("an operand was mutated".to_string());
+    let changed = operands()
+        .zip(versions.as_slice())
+        .enumerate()
+        .find(|(_, (tensor, &version))| tensor.version() != version);
+    if let Some((position, (tensor, _))) = changed {
+        if scope.wrote(tensor.carrier().id()) {
+            return contract(format!(
+                "tensor operand {position} was mutated by the provider"
+            ));
+        }
+        return Err(Error::Runtime(format!(
+            "'{name}' on {class}: tensor operand {position} was written by another thread while \
+             the operation ran; its results were discarded"
+        )));
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ mod invocation;
 mod operand;
 mod plan;
 mod planning;
+pub(crate) mod provider_scope;
 mod schema;
 mod vjp;
 
