@@ -177,6 +177,29 @@ impl Error {
     }
 }
 
+/// How many characters of a caller's text an error message quotes before eliding the rest.
+pub const QUOTED_PREFIX: usize = 64;
+
+/// `text` as an error message quotes it: in single quotes, control and other unprintable
+/// characters escaped, and cut after [`QUOTED_PREFIX`] characters with the full length said,
+/// so a hostile input can neither flood a log nor forge its lines.
+pub(crate) fn quoted(text: &str) -> String {
+    let mut out = String::from("'");
+    let mut chars = text.chars();
+    for c in chars.by_ref().take(QUOTED_PREFIX) {
+        if c == '\'' {
+            out.push_str("\\'");
+        } else {
+            out.extend(c.escape_debug());
+        }
+    }
+    out.push('\'');
+    if chars.next().is_some() {
+        out.push_str(&format!("… ({} characters)", text.chars().count()));
+    }
+    out
+}
+
 /// The result type of every fallible runtime call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -219,6 +242,21 @@ mod tests {
         let error = Error::from(layout_error.clone());
         assert_eq!(error.kind(), ErrorKind::Value);
         assert_eq!(error.to_string(), format!("value error: {layout_error}"));
+    }
+
+    #[test]
+    fn quoted_text_is_escaped_and_bounded() {
+        assert_eq!(quoted("relu"), "'relu'");
+        assert_eq!(quoted("a\nb\u{1b}[2J'"), "'a\\nb\\u{1b}[2J\\''");
+        let long = "x".repeat(1000);
+        assert_eq!(
+            quoted(&long),
+            format!("'{}'… (1000 characters)", "x".repeat(QUOTED_PREFIX))
+        );
+        assert_eq!(
+            quoted(&"é".repeat(QUOTED_PREFIX)),
+            format!("'{}'", "é".repeat(64))
+        );
     }
 
     #[test]

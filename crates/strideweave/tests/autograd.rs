@@ -777,3 +777,22 @@ fn batched_grad_checks_everything_before_the_first_pass_and_frees_the_graph_last
     assert!(error.to_string().contains("retain_graph"), "{error}");
     Ok(())
 }
+
+#[test]
+fn set_requires_grad_on_a_released_carrier_is_a_runtime_error_and_changes_nothing() {
+    let t = Tensor::compact(
+        Cpu::from_f32(&[1.0, 2.0], true).unwrap(),
+        Shape::new(2).unwrap(),
+    )
+    .unwrap();
+    t.carrier().release().unwrap();
+    for requires in [true, false] {
+        let error = t.set_requires_grad(requires).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Runtime);
+        assert_eq!(
+            error.to_string(),
+            "runtime error: cannot change requires_grad: the CPU carrier is released"
+        );
+    }
+    assert!(!t.requires_grad());
+}

@@ -192,3 +192,27 @@ fn a_resolver_must_resolve_its_own_call() {
         .to_string()
         .contains("returned an invocation of 'relu'"));
 }
+
+#[test]
+fn a_hostile_name_is_quoted_escaped_and_cut_in_errors() {
+    let name = format!("evil\n\u{1b}[2J{}", "x".repeat(10_000));
+    let error = operation_definition(&name).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotImplemented);
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "not implemented: no operation named 'evil\\n\\u{{1b}}[2J{}'… (10009 characters) is \
+             defined",
+            "x".repeat(55)
+        )
+    );
+    let error = DType::from_name(&name).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Lookup);
+    assert!(
+        error
+            .to_string()
+            .ends_with("'… (10009 characters) is registered"),
+        "{error}"
+    );
+    assert!(!error.to_string().contains('\n'));
+}

@@ -263,6 +263,13 @@ fn item_12_immutable_primary_release_and_drop() {
     expect_err(Evictable::evict(&e), ErrorKind::Runtime, "released");
     expect_err(Evictable::promote(&e), ErrorKind::Runtime, "released");
     expect_err(e.get(0), ErrorKind::Runtime, "released");
+    let error = Evictable::is_evicted(&e).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert_eq!(
+        error.to_string(),
+        "runtime error: cannot ask whether an Evictable is evicted: the Evictable carrier is \
+         released"
+    );
 
     // Drop: the tiers are given back, live and writable.
     let primary = generic(&[1.0]);

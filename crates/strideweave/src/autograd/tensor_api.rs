@@ -36,9 +36,10 @@ impl Tensor {
         state.requires_grad || state.grad_fn.is_some()
     }
 
-    /// Makes this leaf record gradients (or stop). A Runtime error for a non-Float32 tensor
-    /// asked to require them, or for a non-leaf.
+    /// Makes this leaf record gradients (or stop). A Runtime error for a tensor whose carrier
+    /// is released, for a non-Float32 tensor asked to require them, or for a non-leaf.
     pub fn set_requires_grad(&self, requires: bool) -> Result<()> {
+        self.carrier().check_live("change requires_grad")?;
         if requires {
             self.require_differentiable("require gradients")?;
             self.mark_tracked();

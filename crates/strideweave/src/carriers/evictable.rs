@@ -160,9 +160,12 @@ impl Evictable {
         Evictable::transition_target(carrier, "promote")?.promote_now()
     }
 
-    /// Whether the Evictable `carrier` is evicted (Type for another class).
+    /// Whether the Evictable `carrier` is evicted (Type for another class, Runtime once
+    /// released: a released hierarchy is neither evicted nor promoted).
     pub fn is_evicted(carrier: &Carrier) -> Result<bool> {
-        Ok(Evictable::of(carrier)?.tiers().evicted)
+        let evictable = Evictable::of(carrier)?;
+        carrier.check_live("ask whether an Evictable is evicted")?;
+        Ok(evictable.tiers().evicted)
     }
 
     /// The live primary tier of the Evictable `carrier` (transitions may replace it).

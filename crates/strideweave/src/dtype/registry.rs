@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::dtype::{DType, Descriptor};
-use crate::error::{Error, Result};
+use crate::error::{quoted, Error, Result};
 
 static ANY: Descriptor = Descriptor::category("Any", None);
 static FLOATING: Descriptor = Descriptor::category("Floating", Some(DType(&ANY)));
@@ -121,7 +121,7 @@ impl DType {
             .by_name
             .get(name)
             .copied()
-            .ok_or_else(|| Error::Lookup(format!("no dtype named '{name}' is registered")))
+            .ok_or_else(|| Error::Lookup(format!("no dtype named {} is registered", quoted(name))))
     }
 
     /// Every registered dtype: the built-ins first, then extensions in registration order.

@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use rustc_hash::FxHashMap;
 
-use crate::error::{Error, Result};
+use crate::error::{quoted, Error, Result};
 use crate::operation::invocation::{
     BoundOperationCall, BoundOptions, OperandList, ResolvedInvocation,
 };
@@ -138,7 +138,10 @@ impl OperationDefinition {
             .iter()
             .find(|(o, _)| !self.schema().options().iter().any(|s| s.name() == *o))
         {
-            return Err(Error::Type(format!("'{name}' has no option '{unknown}'")));
+            return Err(Error::Type(format!(
+                "'{name}' has no option {}",
+                quoted(unknown)
+            )));
         }
         if options.is_empty() {
             if let Some(defaults) = &self.inner.default_options {
@@ -242,7 +245,8 @@ pub fn define_operation(
     };
     if segments.len() < 2 || !segments.iter().all(identifier) {
         return Err(Error::Value(format!(
-            "a custom operation name needs at least two dot-separated identifiers ('mylib.op'), got {name:?}"
+            "a custom operation name needs at least two dot-separated identifiers ('mylib.op'), got {}",
+            quoted(name)
         )));
     }
     let first = segments[0];
@@ -279,7 +283,9 @@ pub fn operation_definition(name: &str) -> Result<OperationDefinition> {
         .unwrap_or_else(PoisonError::into_inner)
         .get(name)
         .cloned()
-        .ok_or_else(|| Error::NotImplemented(format!("no operation named '{name}' is defined")))
+        .ok_or_else(|| {
+            Error::NotImplemented(format!("no operation named {} is defined", quoted(name)))
+        })
 }
 
 /// Every registered definition, sorted by name.
