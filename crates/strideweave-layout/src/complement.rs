@@ -1,7 +1,7 @@
 //! `complement(A, cotarget)`: the layout that fills the gaps of an injective `A` up to
 //! `cotarget`.
 
-use crate::error::{fail, Result};
+use crate::error::{brief, fail, Result};
 use crate::layout::{Layout, Leaf};
 use crate::node::Node;
 
@@ -20,7 +20,8 @@ impl Layout {
     /// `(self, complement)` is then a bijection onto `0..cotarget`. Leaves of extent 1 or
     /// stride 0 are ignored; an exact fit gives the rank-0 layout. Fails when `self` is not
     /// injective ("overlaps with itself"), when a stride does not divide the span before it,
-    /// or when `self` reaches beyond `cotarget` or does not divide it.
+    /// or when `self` reaches beyond `cotarget` or does not divide it; and when its
+    /// injectivity is undecided (see [`Layout::try_is_injective`]).
     ///
     /// ```
     /// use strideweave_layout::Layout;
@@ -35,11 +36,12 @@ impl Layout {
     }
 
     pub(crate) fn complement_leaves(&self, cotarget: usize, reach: Reach) -> Result<Vec<Leaf>> {
+        let this = brief(self);
         if cotarget == 0 {
-            fail!("complement of Layout {self} needs a cotarget >= 1, got 0");
+            fail!("complement of Layout {this} needs a cotarget >= 1, got 0");
         }
-        if !self.filter().is_injective() {
-            fail!("complement: Layout {self} overlaps with itself");
+        if !self.filter().try_is_injective()? {
+            fail!("complement: Layout {this} overlaps with itself");
         }
         let mut leaves: Vec<Leaf> = self.leaf_pairs().filter(|&(e, s)| e > 1 && s > 0).collect();
         leaves.sort_by_key(|&(e, s)| (s, e));
@@ -48,7 +50,7 @@ impl Layout {
         for (e, s) in leaves {
             if !s.is_multiple_of(covered) {
                 fail!(
-                    "complement: stride {s} of Layout {self} is not a multiple of the span {covered} below it"
+                    "complement: stride {s} of Layout {this} is not a multiple of the span {covered} below it"
                 );
             }
             if s > covered {
@@ -56,19 +58,19 @@ impl Layout {
             }
             covered = match s.checked_mul(e) {
                 Some(c) => c,
-                None => fail!("complement of Layout {self} overflows"),
+                None => fail!("complement of Layout {this} overflows"),
             };
         }
         match reach {
             Reach::Exact => {
                 if covered > cotarget {
                     fail!(
-                        "complement: Layout {self} spans {covered}, beyond the cotarget {cotarget}"
+                        "complement: Layout {this} spans {covered}, beyond the cotarget {cotarget}"
                     );
                 }
                 if !cotarget.is_multiple_of(covered) {
                     fail!(
-                        "complement: cotarget {cotarget} is not a multiple of the span {covered} of Layout {self}"
+                        "complement: cotarget {cotarget} is not a multiple of the span {covered} of Layout {this}"
                     );
                 }
                 if cotarget > covered {

@@ -1,6 +1,6 @@
 //! Composition `outer ∘ inner`: with a layout, a shape, or a tiler of one layout per mode.
 
-use crate::error::{fail, Result};
+use crate::error::{brief, fail, Result};
 use crate::index_map::{ComposedMap, Composition};
 use crate::layout::{coalesce_leaves, Layout, Leaf};
 use crate::node::{as_mode, mode_to_modes, Node};
@@ -56,10 +56,11 @@ impl Layout {
     /// are kept, an empty tiler returns `self`. Fails when there are more tiles than modes,
     /// a tile reaches beyond its mode, or a mode is not divisible by its tile.
     pub fn compose_tiler(&self, tiles: &[Layout]) -> Result<Layout> {
+        let this = brief(self);
         let mut modes = self.nodes();
         if tiles.len() > modes.len() {
             fail!(
-                "tiler of {} tiles is too long for rank-{} Layout {self}",
+                "tiler of {} tiles is too long for rank-{} Layout {this}",
                 tiles.len(),
                 modes.len()
             );
@@ -69,7 +70,8 @@ impl Layout {
             mode.check_reach(tile, &format!("tile {i} of a tiler"))?;
             let composed = compose_exact(&mode.coalesced_leaves(), &[as_mode(tile.nodes())]);
             let Some(result) = composed.and_then(|mut nodes| nodes.pop()) else {
-                fail!("mode {i} ({mode}) of Layout {self} is not divisible by tile {tile}");
+                let (mode, tile) = (brief(&mode), brief(tile));
+                fail!("mode {i} ({mode}) of Layout {this} is not divisible by tile {tile}");
             };
             modes[i] = result;
         }
@@ -77,9 +79,11 @@ impl Layout {
     }
 
     pub(crate) fn check_reach(&self, inner: &Layout, what: &str) -> Result<()> {
+        let this = brief(self);
         if inner.cosize() > self.size() {
             fail!(
-                "{what} needs the inner codomain within the outer size: {inner} reaches {} but {self} has size {}",
+                "{what} needs the inner codomain within the outer size: {} reaches {} but {this} has size {}",
+                brief(inner),
                 inner.cosize(),
                 self.size()
             );

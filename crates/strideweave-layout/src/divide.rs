@@ -1,6 +1,6 @@
 //! Division: `divide`, per-mode `divide_tiler` and `zipped_divide`.
 
-use crate::error::{LayoutError, Result};
+use crate::error::{brief, LayoutError, Result};
 use crate::layout::Layout;
 use crate::node::{as_mode, Node};
 
@@ -12,8 +12,9 @@ impl Layout {
     /// Fails when the tile is not injective, does not divide `self`'s size, or the
     /// composition is not a layout.
     pub fn divide(&self, tile: &Layout) -> Result<Layout> {
+        let (this, brief_tile) = (brief(self), brief(tile));
         let context = |e: LayoutError| {
-            LayoutError::new(format!("divide of Layout {self} by tile {tile}: {e}"))
+            LayoutError::new(format!("divide of Layout {this} by tile {brief_tile}: {e}"))
         };
         let rest = tile.complement(self.size()).map_err(context)?;
         let inner = Layout::from_modes(&[tile.clone(), rest])?;
@@ -58,9 +59,10 @@ impl Layout {
     }
 
     fn divide_modes(&self, modes: &[Layout], tiles: &[Layout]) -> Result<Vec<Layout>> {
+        let this = brief(self);
         if tiles.len() > modes.len() {
             return Err(LayoutError::new(format!(
-                "tiler of {} tiles is too long for rank-{} Layout {self}",
+                "tiler of {} tiles is too long for rank-{} Layout {this}",
                 tiles.len(),
                 modes.len()
             )));

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::{fail, Result};
+use crate::error::{brief, fail, Result};
 use crate::layout::Layout;
 use crate::shape::Shape;
 
@@ -41,8 +41,9 @@ impl IndexMap for Layout {
         self.cosize()
     }
 
+    /// `None` only when [`Layout::try_is_injective`] is undecided.
     fn injectivity(&self) -> Option<bool> {
-        Some(self.is_injective())
+        self.try_is_injective().ok()
     }
 
     fn apply(&self, ordinal: usize) -> Result<usize> {
@@ -89,12 +90,10 @@ impl IndexMap for ComposedMap {
     /// `Some(false)` when the innermost layout is not injective, `Some(true)` when every
     /// layout is, `None` otherwise.
     fn injectivity(&self) -> Option<bool> {
-        if !self.innermost().is_injective() {
-            Some(false)
-        } else if self.chain.iter().all(Layout::is_injective) {
-            Some(true)
-        } else {
-            None
+        match self.innermost().try_is_injective() {
+            Ok(false) => Some(false),
+            Ok(true) if self.chain.iter().all(|l| l.try_is_injective() == Ok(true)) => Some(true),
+            _ => None,
         }
     }
 
@@ -150,7 +149,7 @@ impl Composition {
     pub fn into_layout(self) -> Result<Layout> {
         match self {
             Composition::Layout(layout) => Ok(layout),
-            Composition::Map(map) => fail!("the composition {map} is not a Layout"),
+            Composition::Map(map) => fail!("the composition {} is not a Layout", brief(&map)),
         }
     }
 
@@ -205,7 +204,7 @@ impl IndexMap for Composition {
 
     fn injectivity(&self) -> Option<bool> {
         match self {
-            Composition::Layout(layout) => Some(layout.is_injective()),
+            Composition::Layout(layout) => layout.try_is_injective().ok(),
             Composition::Map(map) => map.injectivity(),
         }
     }

@@ -21,6 +21,10 @@ use std::fmt;
 pub enum IntTuple {
     /// A single integer.
     Int(i64),
+    /// An integer outside `i64`, from a `u64`, `usize`, `isize` or `i128` conversion. It is
+    /// kept exactly rather than clamped, and every consumer — [`Shape::new`](crate::Shape::new),
+    /// [`Stride::new`](crate::Stride::new), coordinates — rejects it with an error naming it.
+    Wide(i128),
     /// A tuple of nested items (possibly empty).
     Tuple(Vec<IntTuple>),
 }
@@ -30,23 +34,75 @@ impl IntTuple {
     pub fn unit() -> Self {
         IntTuple::Tuple(Vec::new())
     }
-}
 
-impl fmt::Display for IntTuple {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            IntTuple::Int(value) => write!(f, "{value}"),
-            IntTuple::Tuple(items) => {
-                f.write_str("(")?;
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(",")?;
-                    }
-                    write!(f, "{item}")?;
+    /// The nesting depth, counted like [`Profile::depth`](crate::Profile::depth): 1 for an
+    /// integer or a tuple of integers, one more per level of nesting. Computed without
+    /// recursion, so it is safe on any tree; consumers reject a depth beyond
+    /// [`MAX_NESTING`](crate::MAX_NESTING).
+    pub fn depth(&self) -> usize {
+        let IntTuple::Tuple(items) = self else {
+            return 1;
+        };
+        let mut deepest = 1;
+        let mut stack: Vec<(std::slice::Iter<'_, IntTuple>, usize)> = vec![(items.iter(), 1)];
+        while let Some((iter, depth)) = stack.last_mut() {
+            let depth = *depth;
+            match iter.next() {
+                None => {
+                    stack.pop();
                 }
-                f.write_str(")")
+                Some(IntTuple::Tuple(children)) => {
+                    deepest = deepest.max(depth + 1);
+                    stack.push((children.iter(), depth + 1));
+                }
+                Some(_) => {}
             }
         }
+        deepest
+    }
+}
+
+/// Takes a written tree apart without recursion, so that dropping even a very deep one
+/// cannot overflow the stack.
+pub(crate) fn dismantle(tree: IntTuple) {
+    let mut stack = vec![tree];
+    while let Some(node) = stack.pop() {
+        if let IntTuple::Tuple(items) = node {
+            stack.extend(items);
+        }
+    }
+}
+
+/// Prints the notation (`(2,(3,4))`) without recursion, so any depth prints.
+impl fmt::Display for IntTuple {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let items = match self {
+            IntTuple::Int(value) => return write!(f, "{value}"),
+            IntTuple::Wide(value) => return write!(f, "{value}"),
+            IntTuple::Tuple(items) => items,
+        };
+        f.write_str("(")?;
+        // Each open tuple: its remaining items and whether one was written yet.
+        let mut stack: Vec<(std::slice::Iter<'_, IntTuple>, bool)> = vec![(items.iter(), false)];
+        while let Some((iter, written)) = stack.last_mut() {
+            let Some(item) = iter.next() else {
+                f.write_str(")")?;
+                stack.pop();
+                continue;
+            };
+            if std::mem::replace(written, true) {
+                f.write_str(",")?;
+            }
+            match item {
+                IntTuple::Int(value) => write!(f, "{value}")?,
+                IntTuple::Wide(value) => write!(f, "{value}")?,
+                IntTuple::Tuple(children) => {
+                    f.write_str("(")?;
+                    stack.push((children.iter(), false));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -63,16 +119,30 @@ from_signed!(i8, i16, i32, i64, u8, u16, u32);
 
 macro_rules! from_wide {
     ($($t:ty),*) => {$(
-        /// Values beyond `i64::MAX` saturate; every extent and ordinal is below that bound,
-        /// so a saturated value is always rejected as out of range rather than wrapped.
+        /// A value beyond `i64` becomes [`IntTuple::Wide`], never a clamped one, so the
+        /// shape, stride or coordinate it is used for rejects it by its exact value.
         impl From<$t> for IntTuple {
             fn from(value: $t) -> Self {
-                IntTuple::Int(i64::try_from(value).unwrap_or(i64::MAX))
+                match i64::try_from(value) {
+                    Ok(value) => IntTuple::Int(value),
+                    // Lossless: every supported target's usize and isize are at most 64 bits.
+                    Err(_) => IntTuple::Wide(value as i128),
+                }
             }
         }
     )*};
 }
 from_wide!(u64, usize, isize);
+
+/// A value beyond `i64` becomes [`IntTuple::Wide`], never a clamped one.
+impl From<i128> for IntTuple {
+    fn from(value: i128) -> Self {
+        match i64::try_from(value) {
+            Ok(value) => IntTuple::Int(value),
+            Err(_) => IntTuple::Wide(value),
+        }
+    }
+}
 
 impl<T: Into<IntTuple>, const N: usize> From<[T; N]> for IntTuple {
     fn from(items: [T; N]) -> Self {

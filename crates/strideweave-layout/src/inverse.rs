@@ -1,7 +1,7 @@
 //! Inverses: `right_inverse` and `left_inverse`.
 
 use crate::complement::Reach;
-use crate::error::{fail, Result};
+use crate::error::{brief, fail, Result};
 use crate::layout::{coalesce_leaves, Layout, Leaf};
 use crate::node::Node;
 
@@ -54,14 +54,16 @@ impl Layout {
     /// A left inverse `L`: `L(self(i)) == i` for every `i < self.size()` (CuTe
     /// `left_inverse`), the right inverse of `(self, complement(self))`.
     ///
-    /// Fails when `self` is not injective or its strides do not chain by divisibility.
+    /// Fails when `self` is not injective (or its injectivity is undecided, see
+    /// [`Layout::try_is_injective`]) or its strides do not chain by divisibility.
     pub fn left_inverse(&self) -> Result<Layout> {
-        if !self.is_injective() {
-            fail!("left_inverse: Layout {self} is not injective");
+        let this = brief(self);
+        if !self.try_is_injective()? {
+            fail!("left_inverse: Layout {this} is not injective");
         }
         let filler = match self.complement_leaves(self.cosize(), Reach::AtLeast) {
             Ok(leaves) => leaves,
-            Err(e) => fail!("left_inverse of Layout {self}: {e}"),
+            Err(e) => fail!("left_inverse of Layout {this}: {e}"),
         };
         let filler_nodes: Vec<Node<Leaf>> = filler.into_iter().map(Node::Leaf).collect();
         let completed = Layout::from_modes(&[self.clone(), Layout::from_nodes(&filler_nodes)?])?;

@@ -1,7 +1,7 @@
 //! `Layout`: a hierarchical shape paired with a stride of the same tree, read as a map from
 //! coordinates (or colexicographic ordinals) to indices.
 
-use crate::error::{fail, LayoutError, Result};
+use crate::error::{brief, brief_debug, fail, LayoutError, Result};
 use crate::int_tuple::IntTuple;
 use crate::node::{as_mode, from_nodes, mode_to_modes, to_nodes, Node};
 use crate::profile::Profile;
@@ -60,6 +60,7 @@ impl Layout {
     /// fits in `i64`.
     pub fn new(shape: Shape, stride: Stride) -> Result<Layout> {
         if shape.profile() != stride.profile() {
+            let (shape, stride) = (brief(&shape), brief(&stride));
             fail!("Layout shape {shape} and stride {stride} have different trees");
         }
         let layout = Layout::assemble(shape, stride);
@@ -105,7 +106,9 @@ impl Layout {
     pub fn from_flat(extents: &[usize], strides: &[usize]) -> Result<Layout> {
         if extents.len() != strides.len() {
             fail!(
-                "Layout needs one stride per extent, got extents {extents:?} and strides {strides:?}"
+                "Layout needs one stride per extent, got extents {} and strides {}",
+                brief_debug(extents),
+                brief_debug(strides)
             );
         }
         Layout::new(Shape::flat(extents)?, Stride::flat(strides)?)
@@ -116,7 +119,8 @@ impl Layout {
     pub fn with_leaf_strides(shape: Shape, strides: &[usize]) -> Result<Layout> {
         if strides.len() != shape.leaves().len() {
             fail!(
-                "Shape {shape} has {} leaves, got {} strides",
+                "Shape {} has {} leaves, got {} strides",
+                brief(&shape),
                 shape.leaves().len(),
                 strides.len()
             );
@@ -138,7 +142,7 @@ impl Layout {
     }
 
     pub(crate) fn from_nodes(modes: &[Node<Leaf>]) -> Result<Layout> {
-        let (profile, leaves): (Profile, Small<Leaf, 4>) = from_nodes(modes);
+        let (profile, leaves): (Profile, Small<Leaf, 4>) = from_nodes(modes, &"Layout")?;
         let extents = leaves.iter().map(|l| l.0).collect();
         let strides = leaves.iter().map(|l| l.1).collect();
         Layout::new(
@@ -193,6 +197,7 @@ impl Layout {
     }
 
     fn checked_cosize(&self) -> Result<usize> {
+        let this = brief(self);
         let mut total = 1usize;
         for (e, s) in self.leaf_pairs() {
             total = match s
@@ -200,7 +205,7 @@ impl Layout {
                 .and_then(|span| total.checked_add(span))
             {
                 Some(t) if t <= MAX_EXTENT => t,
-                _ => fail!("Layout {self} has a cosize beyond i64::MAX"),
+                _ => fail!("Layout {this} has a cosize beyond i64::MAX"),
             };
         }
         Ok(total)
@@ -226,9 +231,10 @@ impl Layout {
 
     /// Top-level mode `k` as a layout of its own.
     pub fn mode(&self, k: usize) -> Result<Layout> {
+        let this = brief(self);
         let spans = self.profile().modes();
         let Some(span) = spans.get(k) else {
-            fail!("Layout {self} has rank {}, no mode {k}", spans.len());
+            fail!("Layout {this} has rank {}, no mode {k}", spans.len());
         };
         Ok(Layout::assemble(
             self.shape.sub_shape(span),
@@ -306,8 +312,9 @@ impl Layout {
     #[cold]
     #[inline(never)]
     fn ordinal_error(&self, ordinal: usize) -> LayoutError {
+        let this = brief(self);
         LayoutError::new(format!(
-            "ordinal {ordinal} is out of range for Layout {self} of size {}",
+            "ordinal {ordinal} is out of range for Layout {this} of size {}",
             self.size()
         ))
     }
@@ -315,8 +322,9 @@ impl Layout {
     #[cold]
     #[inline(never)]
     fn leaf_count_error(&self, coords: &[usize]) -> LayoutError {
+        let this = brief(self);
         LayoutError::new(format!(
-            "Layout {self} has {} leaves, got {} leaf coordinates",
+            "Layout {this} has {} leaves, got {} leaf coordinates",
             self.shape.leaves().len(),
             coords.len()
         ))
@@ -325,13 +333,14 @@ impl Layout {
     #[cold]
     #[inline(never)]
     fn leaf_range_error(&self, coords: &[usize]) -> LayoutError {
+        let this = brief(self);
         let (c, e) = coords
             .iter()
             .zip(self.shape.leaves())
             .find(|(c, e)| c >= e)
             .map_or((0, 0), |(c, e)| (*c, *e));
         LayoutError::new(format!(
-            "leaf coordinate {c} is out of range [0, {e}) for Layout {self}"
+            "leaf coordinate {c} is out of range [0, {e}) for Layout {this}"
         ))
     }
 
@@ -353,23 +362,26 @@ impl Layout {
     /// Reorders the top-level modes: `order[j]` is the source mode placed at position `j`;
     /// nested modes move whole. Fails unless `order` is a permutation of `0..rank`.
     pub fn permute(&self, order: &[usize]) -> Result<Layout> {
+        let this = brief(self);
         let nodes = self.nodes();
         if order.len() != nodes.len() {
             fail!(
-                "permute of Layout {self} needs {} positions, got {order:?}",
-                nodes.len()
+                "permute of Layout {this} needs {} positions, got {}",
+                nodes.len(),
+                brief_debug(order)
             );
         }
         let mut seen = vec![false; nodes.len()];
         for &k in order {
             if k >= nodes.len() {
                 fail!(
-                    "permute order {order:?} names mode {k} of a rank-{} Layout",
+                    "permute order {} names mode {k} of a rank-{} Layout",
+                    brief_debug(order),
                     nodes.len()
                 );
             }
             if std::mem::replace(&mut seen[k], true) {
-                fail!("permute order {order:?} repeats mode {k}");
+                fail!("permute order {} repeats mode {k}", brief_debug(order));
             }
         }
         let permuted: Vec<Node<Leaf>> = order.iter().map(|&k| nodes[k].clone()).collect();
@@ -380,9 +392,10 @@ impl Layout {
     /// their stride. The trees must be identical: this never aligns ranks, inserts, reorders
     /// or flattens modes.
     pub fn broadcast_to(&self, target: &Shape) -> Result<Layout> {
+        let (this, brief_target) = (brief(self), brief(target));
         if self.profile() != target.profile() {
             fail!(
-                "broadcast_to needs the same tree: Layout {self} cannot broadcast to Shape {target}"
+                "broadcast_to needs the same tree: Layout {this} cannot broadcast to Shape {brief_target}"
             );
         }
         let mut strides = Small::<usize, 4>::new();
@@ -393,7 +406,7 @@ impl Layout {
                 strides.push(0);
             } else {
                 fail!(
-                    "broadcast_to: extent {e} of Layout {self} cannot become {t} of Shape {target}"
+                    "broadcast_to: extent {e} of Layout {this} cannot become {t} of Shape {brief_target}"
                 );
             }
         }
@@ -431,30 +444,47 @@ impl Layout {
         (covered == target.size()).then_some(multiplicity)
     }
 
-    /// Whether distinct coordinates always give distinct indices (exact).
+    /// Whether distinct coordinates always give distinct indices, decided exactly.
     ///
-    /// Follows semantics-core.md §2: false when size > cosize; sorted non-singleton leaves
-    /// decide when a stride is 0 or every stride reaches past the span of the smaller ones;
-    /// otherwise the indices are enumerated after separable leaves are set aside.
+    /// `Ok(true)` and `Ok(false)` are proven answers. The decision never enumerates the
+    /// indices: exact reductions by stride order, gcd and divisibility settle every layout
+    /// whose non-trivial leaves have a nested or divisible structure (and every layout of at
+    /// most two such leaves) in time polynomial in the rank, independent of the extents;
+    /// what remains — three or more leaves with unrelated strides, a problem that contains
+    /// the NP-complete "equal subset sum" — is searched exactly, with pruning, within
+    /// [`INJECTIVITY_SEARCH_BUDGET`](crate::INJECTIVITY_SEARCH_BUDGET) candidates. Fails,
+    /// naming that budget, only when the search exhausts it.
+    ///
+    /// ```
+    /// use strideweave_layout::Layout;
+    /// assert!("(2,3):(3,1)".parse::<Layout>()?.try_is_injective()?);
+    /// assert!(!"(3,2):(1,2)".parse::<Layout>()?.try_is_injective()?);
+    /// // Extents do not matter: 2^40 coordinates, decided at once.
+    /// assert!("(3,1099511627776):(2,3)".parse::<Layout>()?.try_is_injective()?);
+    /// # Ok::<(), strideweave_layout::LayoutError>(())
+    /// ```
+    pub fn try_is_injective(&self) -> Result<bool> {
+        match crate::injective::decide(self.leaf_pairs(), crate::INJECTIVITY_SEARCH_BUDGET) {
+            Ok(answer) => Ok(answer),
+            Err(crate::injective::Undecided) => fail!(
+                "injectivity of Layout {} is undecided: the exact search exceeded its budget of {} candidates (INJECTIVITY_SEARCH_BUDGET)",
+                brief(self),
+                crate::INJECTIVITY_SEARCH_BUDGET
+            ),
+        }
+    }
+
+    /// Whether distinct coordinates always give distinct indices: `true` only when that is
+    /// proven, so a `true` is never wrong.
+    ///
+    /// This is [`Layout::try_is_injective`] with an undecided search read as `false` ("not
+    /// known to be injective"), the safe reading for deciding whether writes through the
+    /// layout may overlap. Every answer is exact except for the layouts on which
+    /// `try_is_injective` fails; operations that need injectivity (complement, division,
+    /// products, `left_inverse`, `as_strided`) call `try_is_injective` and report that
+    /// failure instead.
     pub fn is_injective(&self) -> bool {
-        if self.size() > self.cosize() {
-            return false;
-        }
-        let mut leaves: Vec<Leaf> = self.leaf_pairs().filter(|l| l.0 > 1).collect();
-        leaves.sort_by_key(|&(e, s)| (s, e));
-        if leaves.first().is_some_and(|l| l.1 == 0) {
-            return false;
-        }
-        let mut span = 1usize;
-        let mut nested = true;
-        for &(e, s) in &leaves {
-            if s < span {
-                nested = false;
-                break;
-            }
-            span += s * (e - 1);
-        }
-        nested || enumerate_injective(leaves)
+        self.try_is_injective().unwrap_or(false)
     }
 
     /// The layout with leaves of extent 1 removed and contiguous neighbours merged
@@ -520,38 +550,4 @@ pub(crate) fn coalesce_leaves(leaves: impl Iterator<Item = Leaf>) -> Vec<Leaf> {
         }
     }
     out
-}
-
-/// Exact injectivity by enumeration, after removing leaves that cannot collide with the
-/// others: the largest-stride leaf when its stride exceeds the span of the rest, and the
-/// smallest-stride leaf `(e,s)` when every other stride is a multiple of `e·s`.
-fn enumerate_injective(mut leaves: Vec<Leaf>) -> bool {
-    loop {
-        let n = leaves.len();
-        if n <= 1 {
-            return true;
-        }
-        let rest_span: usize = leaves[..n - 1].iter().map(|&(e, s)| s * (e - 1)).sum();
-        if leaves[n - 1].1 > rest_span {
-            leaves.pop();
-            continue;
-        }
-        let (e0, s0) = leaves[0];
-        if leaves[1..].iter().all(|&(_, s)| s % (e0 * s0) == 0) {
-            leaves.remove(0);
-            continue;
-        }
-        break;
-    }
-    let mut indices: Vec<usize> = vec![0];
-    for (e, s) in leaves {
-        let previous = indices.len();
-        for c in 1..e {
-            for k in 0..previous {
-                indices.push(indices[k] + c * s);
-            }
-        }
-    }
-    indices.sort_unstable();
-    indices.windows(2).all(|w| w[0] != w[1])
 }

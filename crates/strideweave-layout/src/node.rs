@@ -3,8 +3,16 @@
 //! Shapes, strides and layouts store their leaves flat beside a [`Profile`] so evaluation is
 //! a loop over leaves; operations that rebuild hierarchy (composition, division, products,
 //! rearrangement) work on this recursive form instead and flatten the result once.
+//!
+//! Conversion between the two forms is iterative. The recursive walks elsewhere only ever
+//! see trees built from profiles within [`MAX_NESTING`](crate::MAX_NESTING) plus the few
+//! levels one operation adds, or written trees whose depth was checked first; flattening
+//! rejects any result deeper than the limit.
 
-use crate::profile::{Profile, ProfileToken, Span};
+use std::fmt;
+
+use crate::error::Result;
+use crate::profile::{Profile, ProfileToken};
 use crate::small::Small;
 
 /// One node of a tree whose leaves carry `T`.
@@ -17,13 +25,20 @@ pub(crate) enum Node<T> {
 impl<T: Copy> Node<T> {
     /// The leaves, depth first.
     pub(crate) fn leaves(&self, out: &mut Vec<T>) {
-        match self {
-            Node::Leaf(value) => out.push(*value),
-            Node::Tuple(children) => children.iter().for_each(|child| child.leaves(out)),
+        let mut stack: Vec<std::slice::Iter<'_, Node<T>>> = vec![std::slice::from_ref(self).iter()];
+        while let Some(top) = stack.last_mut() {
+            match top.next() {
+                None => {
+                    stack.pop();
+                }
+                Some(Node::Leaf(value)) => out.push(*value),
+                Some(Node::Tuple(children)) => stack.push(children.iter()),
+            }
         }
     }
 
-    /// Applies `f` to every leaf, keeping the structure.
+    /// Applies `f` to every leaf, keeping the structure (recursive: the tree's depth is
+    /// bounded as the module documentation says).
     pub(crate) fn map<U>(&self, f: &mut impl FnMut(T) -> U) -> Node<U> {
         match self {
             Node::Leaf(value) => Node::Leaf(f(*value)),
@@ -34,52 +49,60 @@ impl<T: Copy> Node<T> {
 
 /// The top-level modes of the flat tree `(profile, values)` as nodes.
 pub(crate) fn to_nodes<T: Copy>(profile: &Profile, values: &[T]) -> Vec<Node<T>> {
-    fn build<T: Copy>(profile: &Profile, values: &[T], span: &Span) -> Node<T> {
-        if span.is_leaf(profile) {
-            Node::Leaf(values[span.leaves.start])
-        } else {
-            let inner = span.tokens.start + 1..span.tokens.end - 1;
-            Node::Tuple(
-                profile
-                    .children(inner, span.leaves.start)
-                    .iter()
-                    .map(|child| build(profile, values, child))
-                    .collect(),
-            )
+    // `open` holds the children gathered so far of every tuple not yet closed, outermost
+    // (the implicit top-level tuple) first.
+    let mut open: Vec<Vec<Node<T>>> = vec![Vec::new()];
+    let mut leaf = 0;
+    for token in profile.tokens() {
+        match token {
+            ProfileToken::Leaf => {
+                if let (Some(value), Some(children)) = (values.get(leaf), open.last_mut()) {
+                    children.push(Node::Leaf(*value));
+                }
+                leaf += 1;
+            }
+            ProfileToken::Push => open.push(Vec::new()),
+            ProfileToken::Pop => {
+                // A profile is balanced, so the top-level tuple is never closed here.
+                if open.len() > 1 {
+                    if let (Some(children), Some(parent)) = (open.pop(), open.last_mut()) {
+                        parent.push(Node::Tuple(children));
+                    }
+                }
+            }
         }
     }
-    profile
-        .modes()
-        .iter()
-        .map(|span| build(profile, values, span))
-        .collect()
+    open.into_iter().next().unwrap_or_default()
 }
 
-/// Flattens top-level `modes` into a profile and the leaf values.
+/// Flattens top-level `modes` into a profile and the leaf values; fails when the tree nests
+/// deeper than [`MAX_NESTING`](crate::MAX_NESTING). `what` names the tree for that message.
 pub(crate) fn from_nodes<T: Copy + Default, const N: usize>(
     modes: &[Node<T>],
-) -> (Profile, Small<T, N>) {
-    fn walk<T: Copy + Default, const N: usize>(
-        node: &Node<T>,
-        tokens: &mut Small<ProfileToken, 8>,
-        values: &mut Small<T, N>,
-    ) {
-        match node {
-            Node::Leaf(value) => {
+    what: &dyn fmt::Display,
+) -> Result<(Profile, Small<T, N>)> {
+    let mut tokens = Small::new();
+    let mut values = Small::new();
+    let mut stack: Vec<std::slice::Iter<'_, Node<T>>> = vec![modes.iter()];
+    while let Some(top) = stack.last_mut() {
+        match top.next() {
+            None => {
+                stack.pop();
+                if !stack.is_empty() {
+                    tokens.push(ProfileToken::Pop);
+                }
+            }
+            Some(Node::Leaf(value)) => {
                 tokens.push(ProfileToken::Leaf);
                 values.push(*value);
             }
-            Node::Tuple(children) => {
+            Some(Node::Tuple(children)) => {
                 tokens.push(ProfileToken::Push);
-                children.iter().for_each(|c| walk(c, tokens, values));
-                tokens.push(ProfileToken::Pop);
+                stack.push(children.iter());
             }
         }
     }
-    let mut tokens = Small::new();
-    let mut values = Small::new();
-    modes.iter().for_each(|m| walk(m, &mut tokens, &mut values));
-    (Profile::from_tokens(tokens), values)
+    Ok((Profile::from_tokens(tokens, what)?, values))
 }
 
 /// The single node that stands for a whole tree with top-level `modes` when it becomes one

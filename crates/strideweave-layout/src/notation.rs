@@ -2,15 +2,18 @@
 //!
 //! A rank-1 leaf prints bare (`8:2`); every other tree prints its top-level tuple in
 //! parentheses. Parsing also accepts square brackets and spaces, and reports a malformed
-//! string as a [`LayoutError`] naming the byte position.
+//! string as a [`LayoutError`] naming the byte position. A string whose brackets nest deeper
+//! than [`MAX_NESTING`] is rejected before the recursive descent starts, so the descent never
+//! goes deeper than that limit; messages quote at most
+//! [`QUOTE_LIMIT`](crate::QUOTE_LIMIT) characters of the input, escaped.
 
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::{fail, LayoutError, Result};
+use crate::error::{fail, quote, LayoutError, Result};
 use crate::layout::Layout;
 use crate::node::Node;
-use crate::profile::{Profile, ProfileToken};
+use crate::profile::{Profile, ProfileToken, MAX_NESTING};
 use crate::shape::Shape;
 use crate::stride::Stride;
 
@@ -90,16 +93,45 @@ impl<'a> Parser<'a> {
     }
 
     fn error<T>(&self, expected: &str) -> Result<T> {
-        let found = match self.text[self.pos..].chars().next() {
-            Some(c) => format!("'{c}'"),
+        let found = match self
+            .text
+            .get(self.pos..)
+            .and_then(|rest| rest.chars().next())
+        {
+            Some(c) => format!("{c:?}"),
             None => "the end".to_string(),
         };
         fail!(
-            "malformed {} {:?}: expected {expected} at position {}, found {found}",
+            "malformed {} {}: expected {expected} at position {}, found {found}",
             self.what,
-            self.text,
+            quote(self.text),
             self.pos
         )
+    }
+
+    /// Fails when the brackets of the text nest deeper than [`MAX_NESTING`], before the
+    /// recursive descent starts, naming the depth reached (counted without recursion).
+    fn check_nesting(&self) -> Result<()> {
+        let mut depth = 0usize;
+        let mut deepest = 0usize;
+        for &byte in self.bytes {
+            match byte {
+                b'(' | b'[' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                b')' | b']' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if deepest > MAX_NESTING {
+            fail!(
+                "malformed {} {}: it nests {deepest} levels deep, beyond the limit of {MAX_NESTING} levels (MAX_NESTING)",
+                self.what,
+                quote(self.text)
+            );
+        }
+        Ok(())
     }
 
     /// The top-level tree: a bare integer is a rank-1 leaf, a bracketed tuple its modes.
@@ -151,9 +183,9 @@ impl<'a> Parser<'a> {
         match self.text[start..self.pos].parse::<i64>() {
             Ok(value) => Ok(Node::Leaf(value as usize)),
             Err(_) => fail!(
-                "malformed {} {:?}: the integer at position {start} exceeds i64::MAX",
+                "malformed {} {}: the integer at position {start} exceeds i64::MAX",
                 self.what,
-                self.text
+                quote(self.text)
             ),
         }
     }
@@ -169,6 +201,7 @@ impl<'a> Parser<'a> {
 
 fn parse_tree(text: &str, what: &'static str) -> Result<Vec<Node<usize>>> {
     let mut parser = Parser::new(text, what);
+    parser.check_nesting()?;
     let tree = parser.top()?;
     parser.expect_end()?;
     Ok(tree)
@@ -189,7 +222,7 @@ impl FromStr for Stride {
     /// Parses `"(1,(4,8))"`, `"2"` or `"()"`.
     fn from_str(text: &str) -> Result<Stride> {
         let nodes = parse_tree(text, "Stride")?;
-        let (profile, values) = crate::node::from_nodes(&nodes);
+        let (profile, values) = crate::node::from_nodes(&nodes, &"Stride")?;
         Stride::from_parts(profile, values)
     }
 }
@@ -200,6 +233,7 @@ impl FromStr for Layout {
     /// Parses `"shape:stride"`, e.g. `"(4,(2,3)):(1,(4,8))"` or `"8:2"`.
     fn from_str(text: &str) -> Result<Layout> {
         let mut parser = Parser::new(text, "Layout");
+        parser.check_nesting()?;
         let shape = parser.top()?;
         parser.skip_spaces();
         if parser.bytes.get(parser.pos) != Some(&b':') {
@@ -209,7 +243,7 @@ impl FromStr for Layout {
         let stride = parser.top()?;
         parser.expect_end()?;
         let shape = Shape::from_nodes(&shape)?;
-        let (profile, values) = crate::node::from_nodes(&stride);
+        let (profile, values) = crate::node::from_nodes(&stride, &"Stride")?;
         let stride = Stride::from_parts(profile, values)?;
         Layout::new(shape, stride)
     }

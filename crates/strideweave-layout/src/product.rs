@@ -1,7 +1,7 @@
 //! Products: `logical_product` and `blocked_product`.
 
 use crate::compose::compose_exact;
-use crate::error::{fail, Result};
+use crate::error::{brief, fail, Result};
 use crate::layout::{Layout, Leaf};
 use crate::node::{as_mode, Node};
 
@@ -46,16 +46,18 @@ impl Layout {
         arrangement: &[Node<Leaf>],
         other: &Layout,
     ) -> Result<Vec<Node<Leaf>>> {
+        let (this, other_b) = (brief(self), brief(other));
         let Some(cotarget) = self.size().checked_mul(other.cosize()) else {
-            fail!("product of Layout {self} and {other} overflows");
+            fail!("product of Layout {this} and {other_b} overflows");
         };
         let complement = self.complement(cotarget).map_err(|e| {
-            crate::error::LayoutError::new(format!("product of Layout {self} and {other}: {e}"))
+            crate::error::LayoutError::new(format!("product of Layout {this} and {other_b}: {e}"))
         })?;
         match compose_exact(&complement.coalesced_leaves(), arrangement) {
             Some(repeat) => Ok(repeat),
             None => fail!(
-                "product of Layout {self} and {other}: the complement {complement} does not compose with {other} as a Layout"
+                "product of Layout {this} and {other_b}: the complement {} does not compose with {other_b} as a Layout",
+                brief(&complement)
             ),
         }
     }

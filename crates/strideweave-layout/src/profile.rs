@@ -3,7 +3,27 @@
 use std::fmt;
 use std::ops::Range;
 
+use crate::error::{fail, Result};
 use crate::small::Small;
+
+/// The deepest nesting any shape, stride, layout, coordinate, rearrange tree or layout string
+/// may have, counted like [`Profile::depth`]: a flat tuple is 1 level, `(2,(3,4))` is 2.
+///
+/// Every constructor, the parser and every operation that builds a deeper tree returns a
+/// [`LayoutError`](crate::LayoutError) naming this limit and the depth found, so no tree a
+/// recursive walk could overflow the stack on ever gets in. Real layouts nest a handful of
+/// levels; 64 leaves a wide margin while keeping every walk far inside a 2 MiB thread stack.
+pub const MAX_NESTING: usize = 64;
+
+/// Fails unless `depth` (of the tree `what` names) is within [`MAX_NESTING`].
+pub(crate) fn check_nesting(depth: usize, what: &dyn fmt::Display) -> Result<()> {
+    if depth > MAX_NESTING {
+        fail!(
+            "{what} nests {depth} levels deep, beyond the limit of {MAX_NESTING} levels (MAX_NESTING)"
+        );
+    }
+    Ok(())
+}
 
 /// One step of a [`Profile`] recipe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -42,8 +62,15 @@ impl Span {
 }
 
 impl Profile {
-    pub(crate) fn from_tokens(tokens: Small<ProfileToken, 8>) -> Self {
-        Profile { tokens }
+    /// The profile with the given (balanced) recipe; fails when it nests deeper than
+    /// [`MAX_NESTING`]. `what` names the tree for the message.
+    pub(crate) fn from_tokens(
+        tokens: Small<ProfileToken, 8>,
+        what: &dyn fmt::Display,
+    ) -> Result<Self> {
+        let profile = Profile { tokens };
+        check_nesting(profile.depth(), what)?;
+        Ok(profile)
     }
 
     /// The profile of a flat tuple of `rank` leaves.

@@ -1,10 +1,10 @@
 //! `rearrange`: a new hierarchy built from extracted parts of a layout
 //! (semantics-core.md §3).
 
-use crate::error::{fail, Result};
+use crate::error::{brief, fail, Result};
 use crate::layout::{Layout, Leaf};
 use crate::node::Node;
-use crate::profile::ProfileToken;
+use crate::profile::{check_nesting, ProfileToken};
 
 /// One item of a [`Tree`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -36,27 +36,56 @@ impl Tree {
         &self.items
     }
 
-    /// The number of leaves (plain or named).
+    /// The number of leaves (plain or named). Counted without recursion, so any depth is
+    /// safe.
     pub fn size(&self) -> usize {
-        self.items
-            .iter()
-            .map(|item| match item {
-                TreeNode::Leaf | TreeNode::Id(_) => 1,
-                TreeNode::Tree(tree) => tree.size(),
-            })
-            .sum()
+        let mut count = 0;
+        let mut stack: Vec<&Tree> = vec![self];
+        while let Some(tree) = stack.pop() {
+            for item in &tree.items {
+                match item {
+                    TreeNode::Leaf | TreeNode::Id(_) => count += 1,
+                    TreeNode::Tree(sub) => stack.push(sub),
+                }
+            }
+        }
+        count
     }
 
-    /// The structure with ids erased, as `Leaf`/`Push`/`Pop` tokens.
+    /// The nesting depth, counted like [`Profile::depth`](crate::Profile::depth) (1 when
+    /// flat), without recursion. [`Layout::rearrange`] rejects trees deeper than
+    /// [`MAX_NESTING`](crate::MAX_NESTING).
+    pub fn depth(&self) -> usize {
+        let mut deepest = 1;
+        let mut stack: Vec<(&Tree, usize)> = vec![(self, 1)];
+        while let Some((tree, depth)) = stack.pop() {
+            deepest = deepest.max(depth);
+            for item in &tree.items {
+                if let TreeNode::Tree(sub) = item {
+                    stack.push((sub, depth + 1));
+                }
+            }
+        }
+        deepest
+    }
+
+    /// The structure with ids erased, as `Leaf`/`Push`/`Pop` tokens. Built without
+    /// recursion, so any depth is safe.
     pub fn recipe(&self) -> Vec<ProfileToken> {
         let mut out = Vec::new();
-        for item in &self.items {
-            match item {
-                TreeNode::Leaf | TreeNode::Id(_) => out.push(ProfileToken::Leaf),
-                TreeNode::Tree(tree) => {
+        let mut stack: Vec<std::slice::Iter<'_, TreeNode>> = vec![self.items.iter()];
+        while let Some(top) = stack.last_mut() {
+            match top.next() {
+                None => {
+                    stack.pop();
+                    if !stack.is_empty() {
+                        out.push(ProfileToken::Pop);
+                    }
+                }
+                Some(TreeNode::Leaf | TreeNode::Id(_)) => out.push(ProfileToken::Leaf),
+                Some(TreeNode::Tree(tree)) => {
                     out.push(ProfileToken::Push);
-                    out.extend(tree.recipe());
-                    out.push(ProfileToken::Pop);
+                    stack.push(tree.items.iter());
                 }
             }
         }
@@ -71,7 +100,8 @@ impl Layout {
     /// leaves extracts the whole subtree of `self` at that position. In `output`,
     /// [`TreeNode::Id`] places a source, [`TreeNode::Leaf`] inserts `1:0` and a nested tree
     /// nests. Fails on a duplicate or out-of-range id, a selection that does not fit `self`,
-    /// or an omitted source of size > 1.
+    /// an omitted source of size > 1, a tree nested deeper than
+    /// [`MAX_NESTING`](crate::MAX_NESTING), or a result nested deeper than that.
     ///
     /// ```
     /// use strideweave_layout::{Layout, Tree, TreeNode};
@@ -81,6 +111,11 @@ impl Layout {
     /// # Ok::<(), strideweave_layout::LayoutError>(())
     /// ```
     pub fn rearrange(&self, output: &Tree, selection: Option<&Tree>) -> Result<Layout> {
+        let this = brief(self);
+        check_nesting(output.depth(), &"rearrange output tree")?;
+        if let Some(selection) = selection {
+            check_nesting(selection.depth(), &"rearrange selection tree")?;
+        }
         let sources: Vec<Node<Leaf>> = match selection {
             None => self.leaf_pairs().map(Node::Leaf).collect(),
             Some(selection) => {
@@ -96,7 +131,7 @@ impl Layout {
             source.leaves(&mut leaves);
             let size: usize = leaves.iter().map(|l| l.0).product();
             if !used[i] && size > 1 {
-                fail!("rearrange of Layout {self} omits source {i} of size {size}");
+                fail!("rearrange of Layout {this} omits source {i} of size {size}");
             }
         }
         Layout::from_nodes(&nodes)
@@ -111,8 +146,9 @@ fn select(
 ) -> Result<()> {
     if nodes.len() != selection.items.len() {
         fail!(
-            "rearrange selection has {} items where Layout {layout} has {} modes at that level",
+            "rearrange selection has {} items where Layout {} has {} modes at that level",
             selection.items.len(),
+            brief(layout),
             nodes.len()
         );
     }
@@ -121,7 +157,10 @@ fn select(
             (TreeNode::Leaf | TreeNode::Id(_), _) => sources.push(node.clone()),
             (TreeNode::Tree(sub), Node::Tuple(children)) => select(children, sub, layout, sources)?,
             (TreeNode::Tree(_), Node::Leaf(_)) => {
-                fail!("rearrange selection nests deeper than Layout {layout}")
+                fail!(
+                    "rearrange selection nests deeper than Layout {}",
+                    brief(layout)
+                )
             }
         }
     }

@@ -2,10 +2,11 @@
 
 use std::fmt;
 
+use crate::error::{brief, brief_debug};
 use crate::error::{fail, Result};
-use crate::int_tuple::IntTuple;
+use crate::int_tuple::{dismantle, IntTuple};
 use crate::node::{from_nodes, to_nodes, Node};
-use crate::profile::{Profile, Span};
+use crate::profile::{check_nesting, Profile, Span};
 use crate::small::Small;
 
 /// Largest size or index any layout may reach, so that every product stays in `i64`.
@@ -35,18 +36,23 @@ impl Shape {
     /// Builds a shape from its written form: an integer `n` is the rank-1 shape `(n)`, a
     /// tuple gives its hierarchy, `()` the rank-0 shape of size 1.
     ///
-    /// Fails when an extent is below 1 or the size exceeds `i64::MAX`.
+    /// Fails when an extent is below 1 or beyond `i64::MAX` (an [`IntTuple::Wide`]), the
+    /// size exceeds `i64::MAX`, or the tree nests deeper than
+    /// [`MAX_NESTING`](crate::MAX_NESTING).
     pub fn new(written: impl Into<IntTuple>) -> Result<Shape> {
-        let modes = match written.into() {
-            IntTuple::Int(n) => vec![Node::Leaf(n)],
-            IntTuple::Tuple(items) => items.iter().map(node_from_tuple).collect(),
-        };
-        let mut leaves = Vec::new();
-        modes.iter().for_each(|m| m.leaves(&mut leaves));
-        if let Some(bad) = leaves.iter().find(|e| **e < 1) {
+        let leaves = written_leaves(written.into(), "Shape")?;
+        let modes = leaves.nodes;
+        if let Some(bad) = leaves.values.iter().find(|e| **e < 1) {
             fail!("Shape extents must be >= 1, got {bad}");
         }
-        let modes: Vec<Node<usize>> = modes.iter().map(|m| m.map(&mut |e| e as usize)).collect();
+        if let Some(bad) = leaves.values.iter().find(|e| **e > MAX_EXTENT as i128) {
+            fail!("Shape extent {bad} exceeds i64::MAX");
+        }
+        // Every leaf is now in 1..=i64::MAX.
+        let modes: Vec<Node<usize>> = modes
+            .iter()
+            .map(|m| m.map(&mut |e| usize::try_from(e).unwrap_or(MAX_EXTENT)))
+            .collect();
         Shape::from_nodes(&modes)
     }
 
@@ -64,7 +70,7 @@ impl Shape {
     }
 
     pub(crate) fn from_nodes(modes: &[Node<usize>]) -> Result<Shape> {
-        let (profile, extents) = from_nodes(modes);
+        let (profile, extents) = from_nodes(modes, &"Shape")?;
         Shape::from_parts(profile, extents)
     }
 
@@ -76,7 +82,10 @@ impl Shape {
             }
             size = match size.checked_mul(extent) {
                 Some(s) if s <= MAX_EXTENT => s,
-                _ => fail!("Shape size overflows i64: extents {:?}", &*extents),
+                _ => fail!(
+                    "Shape size overflows i64: extents {}",
+                    brief_debug(&*extents)
+                ),
             };
         }
         Ok(Shape { profile, extents })
@@ -118,9 +127,10 @@ impl Shape {
     /// The shape with the same tree and the given leaf extents (depth first); fails when the
     /// count differs or an extent is invalid.
     pub fn with_leaves(&self, extents: &[usize]) -> Result<Shape> {
+        let this = brief(self);
         if extents.len() != self.extents.len() {
             fail!(
-                "Shape {self} has {} leaves, got {} extents",
+                "Shape {this} has {} leaves, got {} extents",
                 self.extents.len(),
                 extents.len()
             );
@@ -131,9 +141,10 @@ impl Shape {
     /// Top-level mode `k` as a shape of its own (a leaf becomes a rank-1 shape, a tuple
     /// yields its children as modes).
     pub fn mode(&self, k: usize) -> Result<Shape> {
+        let this = brief(self);
         let modes = self.profile.modes();
         let Some(span) = modes.get(k) else {
-            fail!("Shape {self} has rank {}, no mode {k}", modes.len());
+            fail!("Shape {this} has rank {}, no mode {k}", modes.len());
         };
         Ok(self.sub_shape(span))
     }
@@ -168,9 +179,10 @@ impl Shape {
 
     /// The full coordinate of `ordinal` (every leaf an integer).
     pub fn decode(&self, ordinal: usize) -> Result<IntTuple> {
+        let this = brief(self);
         if ordinal >= self.size() {
             fail!(
-                "ordinal {ordinal} is out of range for Shape {self} of size {}",
+                "ordinal {ordinal} is out of range for Shape {this} of size {}",
                 self.size()
             );
         }
@@ -212,16 +224,21 @@ impl Shape {
     ) -> Result<()> {
         let top = path.is_empty();
         match coord {
-            IntTuple::Int(value) => {
+            IntTuple::Int(_) | IntTuple::Wide(_) => {
                 let extents = &self.extents[span.leaves.clone()];
                 let size: usize = extents.iter().product();
-                if *value < 0 || *value as u64 >= size as u64 {
+                let value = match coord {
+                    IntTuple::Int(value) => i128::from(*value),
+                    IntTuple::Wide(value) => *value,
+                    IntTuple::Tuple(_) => 0,
+                };
+                let Some(ordinal) = usize::try_from(value).ok().filter(|v| *v < size) else {
                     fail!(
                         "coordinate {value} is out of range [0, {size}) for {}",
                         describe(self, path)
                     );
-                }
-                let mut rest = *value as usize;
+                };
+                let mut rest = ordinal;
                 for e in extents {
                     out.push(rest % e);
                     rest /= e;
@@ -231,7 +248,8 @@ impl Shape {
             IntTuple::Tuple(items) => {
                 if !top && span.is_leaf(&self.profile) {
                     fail!(
-                        "coordinate {coord} has more nesting than {}",
+                        "coordinate {} has more nesting than {}",
+                        brief(coord),
                         describe(self, path)
                     );
                 }
@@ -243,7 +261,8 @@ impl Shape {
                 let children = self.profile.children(inner, span.leaves.start);
                 if children.len() != items.len() {
                     fail!(
-                        "coordinate {coord} has {} entries but {} has {} modes",
+                        "coordinate {} has {} entries but {} has {} modes",
+                        brief(coord),
                         items.len(),
                         describe(self, path),
                         children.len()
@@ -263,6 +282,7 @@ impl Shape {
 /// Names the subtree at `path`: "the whole of Shape S", "mode 1 of Shape S" or
 /// "mode (1,0) of Shape S".
 fn describe(shape: &Shape, path: &[usize]) -> String {
+    let shape = brief(shape);
     match path {
         [] => format!("the whole of Shape {shape}"),
         [k] => format!("mode {k} of Shape {shape}"),
@@ -273,9 +293,34 @@ fn describe(shape: &Shape, path: &[usize]) -> String {
     }
 }
 
-pub(crate) fn node_from_tuple(item: &IntTuple) -> Node<i64> {
+/// The nodes of a written shape or stride and its leaf values, depth first.
+pub(crate) struct WrittenLeaves {
+    pub(crate) nodes: Vec<Node<i128>>,
+    pub(crate) values: Vec<i128>,
+}
+
+/// Reads a written shape or stride (`what` names it): an integer is a rank-1 tree, a tuple
+/// gives the hierarchy. Fails, without recursing into it, when it nests deeper than
+/// [`MAX_NESTING`](crate::MAX_NESTING).
+pub(crate) fn written_leaves(written: IntTuple, what: &str) -> Result<WrittenLeaves> {
+    if let Err(e) = check_nesting(written.depth(), &what) {
+        dismantle(written);
+        return Err(e);
+    }
+    let nodes: Vec<Node<i128>> = match &written {
+        IntTuple::Tuple(items) => items.iter().map(node_from_tuple).collect(),
+        leaf => vec![node_from_tuple(leaf)],
+    };
+    let mut values = Vec::new();
+    nodes.iter().for_each(|m| m.leaves(&mut values));
+    Ok(WrittenLeaves { nodes, values })
+}
+
+/// The node of a written item whose depth is already checked.
+fn node_from_tuple(item: &IntTuple) -> Node<i128> {
     match item {
-        IntTuple::Int(value) => Node::Leaf(*value),
+        IntTuple::Int(value) => Node::Leaf(i128::from(*value)),
+        IntTuple::Wide(value) => Node::Leaf(*value),
         IntTuple::Tuple(items) => Node::Tuple(items.iter().map(node_from_tuple).collect()),
     }
 }

@@ -6,7 +6,7 @@ use crate::error::{fail, Result};
 use crate::int_tuple::IntTuple;
 use crate::node::{from_nodes, Node};
 use crate::profile::Profile;
-use crate::shape::{node_from_tuple, MAX_EXTENT};
+use crate::shape::{written_leaves, MAX_EXTENT};
 use crate::small::Small;
 
 /// A hierarchical tuple of strides (each in `0..=i64::MAX`; 0 means broadcast).
@@ -20,19 +20,24 @@ pub struct Stride {
 }
 
 impl Stride {
-    /// Builds a stride from its written form; fails on a negative value.
+    /// Builds a stride from its written form; fails on a negative value, a value beyond
+    /// `i64::MAX` (an [`IntTuple::Wide`]) or nesting beyond
+    /// [`MAX_NESTING`](crate::MAX_NESTING).
     pub fn new(written: impl Into<IntTuple>) -> Result<Stride> {
-        let modes = match written.into() {
-            IntTuple::Int(n) => vec![Node::Leaf(n)],
-            IntTuple::Tuple(items) => items.iter().map(node_from_tuple).collect(),
-        };
-        let mut leaves = Vec::new();
-        modes.iter().for_each(|m| m.leaves(&mut leaves));
-        if let Some(bad) = leaves.iter().find(|s| **s < 0) {
+        let leaves = written_leaves(written.into(), "Stride")?;
+        if let Some(bad) = leaves.values.iter().find(|s| **s < 0) {
             fail!("Stride values must be >= 0, got {bad}");
         }
-        let modes: Vec<Node<usize>> = modes.iter().map(|m| m.map(&mut |s| s as usize)).collect();
-        let (profile, values) = from_nodes(&modes);
+        if let Some(bad) = leaves.values.iter().find(|s| **s > MAX_EXTENT as i128) {
+            fail!("Stride value {bad} exceeds i64::MAX");
+        }
+        // Every leaf is now in 0..=i64::MAX.
+        let modes: Vec<Node<usize>> = leaves
+            .nodes
+            .iter()
+            .map(|m| m.map(&mut |s| usize::try_from(s).unwrap_or(MAX_EXTENT)))
+            .collect();
+        let (profile, values) = from_nodes(&modes, &"Stride")?;
         Ok(Stride { profile, values })
     }
 

@@ -4,7 +4,7 @@
 
 use std::ops::{Range, RangeFrom, RangeFull, RangeTo};
 
-use crate::error::{fail, Result};
+use crate::error::{brief, brief_debug, fail, Result};
 use crate::layout::{Layout, Leaf};
 use crate::node::{as_mode, Node};
 use crate::shape::Shape;
@@ -114,10 +114,11 @@ impl Layout {
     /// # Ok::<(), strideweave_layout::LayoutError>(())
     /// ```
     pub fn slice(&self, keys: &[SliceKey]) -> Result<(usize, Layout)> {
+        let this = brief(self);
         let modes = self.modes();
         if keys.len() != modes.len() {
             fail!(
-                "slice of Layout {self} needs one key per mode ({}), got {}",
+                "slice of Layout {this} needs one key per mode ({}), got {}",
                 modes.len(),
                 keys.len()
             );
@@ -130,7 +131,7 @@ impl Layout {
                 SliceKey::Index(i) => {
                     if i < 0 || i as u64 >= mode.size() as u64 {
                         fail!(
-                            "slice index {i} is out of range [0, {}) for mode {k} of Layout {self}",
+                            "slice index {i} is out of range [0, {}) for mode {k} of Layout {this}",
                             mode.size()
                         );
                     }
@@ -138,25 +139,25 @@ impl Layout {
                 }
                 SliceKey::Range { start, stop, step } if !is_leaf => {
                     if start.is_some() || stop.is_some() || step.is_some() {
-                        fail!("slice of nested mode {k} of Layout {self} accepts only the full range ':'");
+                        fail!("slice of nested mode {k} of Layout {this} accepts only the full range ':'");
                     }
                     kept.push(as_mode(mode.nodes()));
                 }
                 SliceKey::Range { start, stop, step } => {
                     let step = step.unwrap_or(1);
                     if step <= 0 {
-                        fail!("slice step must be >= 1, got {step} for mode {k} of Layout {self}");
+                        fail!("slice step must be >= 1, got {step} for mode {k} of Layout {this}");
                     }
                     let (extent, stride) = mode.leaf_pairs().next().unwrap_or((1, 0));
                     let n = extent as i64;
                     let start = bound(start, 0, n);
                     let stop = bound(stop, n, n);
                     if stop <= start {
-                        fail!("slice {start}:{stop} of mode {k} of Layout {self} is empty");
+                        fail!("slice {start}:{stop} of mode {k} of Layout {this} is empty");
                     }
                     if (stop - start) % step != 0 {
                         fail!(
-                            "slice {start}:{stop}:{step} of mode {k} of Layout {self} does not divide evenly"
+                            "slice {start}:{stop}:{step} of mode {k} of Layout {this} does not divide evenly"
                         );
                     }
                     offset += start as usize * stride;
@@ -173,16 +174,18 @@ impl Layout {
     /// The layout of `target` over the same run of slots: `self` must coalesce to one leaf
     /// `n:b`, and the result is `target`'s compact column-major layout scaled by `b`.
     pub fn reshape(&self, target: &Shape) -> Result<Layout> {
+        let this = brief(self);
         if target.size() != self.size() {
             fail!(
-                "reshape of Layout {self} (size {}) to Shape {target} (size {}) changes the size",
+                "reshape of Layout {this} (size {}) to Shape {} (size {}) changes the size",
                 self.size(),
+                brief(target),
                 target.size()
             );
         }
         let coalesced = self.coalesced_leaves();
         let [(_, base)] = coalesced[..] else {
-            fail!("reshape needs a Layout that coalesces to one leaf, {self} does not");
+            fail!("reshape needs a Layout that coalesces to one leaf, {this} does not");
         };
         let compact = Layout::column_major(target.clone());
         let nodes: Vec<Node<Leaf>> = compact
@@ -195,17 +198,22 @@ impl Layout {
 
     /// The layout selected by `selector`, which maps onto `self`'s ordinals: `self ∘
     /// selector`. Fails unless `selector` is injective and within `self`'s size, and the
-    /// composition is an injective layout.
+    /// composition is an injective layout; fails too when either injectivity is undecided
+    /// (see [`Layout::try_is_injective`]).
     pub fn as_strided(&self, selector: &Layout) -> Result<Layout> {
-        if !selector.is_injective() {
-            fail!("as_strided selector {selector} is not injective");
+        let this = brief(self);
+        if !selector.try_is_injective()? {
+            fail!("as_strided selector {} is not injective", brief(selector));
         }
         let composed = self.compose(selector)?;
         let Some(layout) = composed.as_layout() else {
-            fail!("as_strided: {composed} is not a Layout");
+            fail!("as_strided: {} is not a Layout", brief(&composed));
         };
-        if !layout.is_injective() {
-            fail!("as_strided: the selected layout {layout} of Layout {self} is not injective");
+        if !layout.try_is_injective()? {
+            fail!(
+                "as_strided: the selected layout {} of Layout {this} is not injective",
+                brief(layout)
+            );
         }
         Ok(layout.clone())
     }
@@ -214,30 +222,37 @@ impl Layout {
     /// other position, then broadcasts to `target`. `dims` must be strictly increasing
     /// positions below `target`'s rank, one per mode.
     pub fn broadcast_in_dim(&self, target: &Shape, dims: &[usize]) -> Result<Layout> {
+        let this = brief(self);
         let modes = self.nodes();
         if dims.len() != modes.len() {
             fail!(
-                "broadcast_in_dim of rank-{} Layout {self} needs {} dims, got {dims:?}",
+                "broadcast_in_dim of rank-{} Layout {this} needs {} dims, got {}",
                 modes.len(),
-                modes.len()
+                modes.len(),
+                brief_debug(dims)
             );
         }
         if dims.windows(2).any(|w| w[0] >= w[1]) {
-            fail!("broadcast_in_dim dims {dims:?} must be strictly increasing");
+            fail!(
+                "broadcast_in_dim dims {} must be strictly increasing",
+                brief_debug(dims)
+            );
         }
         if let Some(&last) = dims.last() {
             if last >= target.rank() {
                 fail!(
-                    "broadcast_in_dim dim {last} is out of range for rank-{} Shape {target}",
-                    target.rank()
+                    "broadcast_in_dim dim {last} is out of range for rank-{} Shape {}",
+                    target.rank(),
+                    brief(target)
                 );
             }
         }
-        let mut source = modes.into_iter();
+        // `dims` is strictly increasing, so one pass pairs positions with modes.
+        let mut source = modes.into_iter().zip(dims.iter().copied()).peekable();
         let placed: Vec<Node<Leaf>> = (0..target.rank())
-            .map(|p| match dims.contains(&p) {
-                true => source.next().unwrap_or(Node::Leaf((1, 0))),
-                false => Node::Leaf((1, 0)),
+            .map(|p| match source.next_if(|(_, dim)| *dim == p) {
+                Some((mode, _)) => mode,
+                None => Node::Leaf((1, 0)),
             })
             .collect();
         Layout::from_nodes(&placed)?.broadcast_to(target)
@@ -255,10 +270,11 @@ impl Layout {
     /// Removes the top-level mode `dim` (negative counts from the end), which must be a
     /// leaf of extent 1.
     pub fn squeeze(&self, dim: i64) -> Result<Layout> {
+        let this = brief(self);
         let mut modes = self.nodes();
         let position = normalize_dim(dim, modes.len(), "squeeze", self)?;
         if !matches!(modes[position], Node::Leaf((1, _))) {
-            fail!("squeeze: mode {position} of Layout {self} is not an extent-1 leaf");
+            fail!("squeeze: mode {position} of Layout {this} is not an extent-1 leaf");
         }
         modes.remove(position);
         Layout::from_nodes(&modes)
@@ -269,7 +285,10 @@ fn normalize_dim(dim: i64, bound: usize, what: &str, layout: &Layout) -> Result<
     let n = bound as i64;
     let position = if dim < 0 { dim + n } else { dim };
     if !(0..n).contains(&position) {
-        fail!("{what}: dim {dim} is out of range for Layout {layout} (positions 0..{bound})");
+        fail!(
+            "{what}: dim {dim} is out of range for Layout {} (positions 0..{bound})",
+            brief(layout)
+        );
     }
     Ok(position as usize)
 }
