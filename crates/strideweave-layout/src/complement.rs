@@ -15,7 +15,7 @@ pub(crate) enum Reach {
 }
 
 impl Layout {
-    /// The complement of `self` with respect to `cotarget` (semantics-core.md §4).
+    /// The complement of `self` with respect to `cotarget` (docs/layouts.md, Algebra).
     ///
     /// `(self, complement)` is then a bijection onto `0..cotarget`. Leaves of extent 1 or
     /// stride 0 are ignored; an exact fit gives the rank-0 layout. Fails when `self` is not

@@ -7,7 +7,7 @@ use crate::node::{as_mode, mode_to_modes, Node};
 use crate::shape::Shape;
 
 impl Layout {
-    /// `self ∘ inner`, the map `q ↦ self(inner(q))` on `inner`'s shape (semantics-core.md §4).
+    /// `self ∘ inner`, the map `q ↦ self(inner(q))` on `inner`'s shape (docs/layouts.md, Algebra).
     ///
     /// The result is a [`Layout`] exactly when CuTe's by-mode composition divides: each
     /// leaf of `inner` becomes a leaf of the result, or — when `inner` has more than one

@@ -7,7 +7,7 @@ use crate::node::{as_mode, Node};
 impl Layout {
     /// Logical division by a tile: `self ∘ (tile, complement(tile, size))`, a rank-2 layout
     /// whose first mode walks one tile and whose second walks the tiles
-    /// (semantics-core.md §4).
+    /// (docs/layouts.md, Algebra).
     ///
     /// Fails when the tile is not injective, does not divide `self`'s size, or the
     /// composition is not a layout.

@@ -7,10 +7,10 @@ use std::fmt::{self, Write as _};
 /// [`MAX_NESTING`](crate::MAX_NESTING), an undecided injectivity search or a malformed layout
 /// string.
 ///
-/// Every such failure is a *value* error in the runtime's error model (semantics-core.md §0);
-/// the message names the operation and the value at fault. A value quoted in a message is cut
-/// to its first [`QUOTE_LIMIT`](crate::QUOTE_LIMIT) characters (then `…`), and quoted input
-/// text has its control characters escaped, so a hostile input never makes a huge or
+/// Every such failure is a *value* error in the runtime's error model (docs/layouts.md,
+/// Conventions); the message names the operation and the value at fault. A value quoted in a
+/// message is cut to its first [`QUOTE_LIMIT`](crate::QUOTE_LIMIT) characters (then `…`), and
+/// quoted input text has its control characters escaped, so a hostile input never makes a huge or
 /// terminal-corrupting message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LayoutError {

@@ -2,7 +2,7 @@
 //!
 //! A [`Layout`] is the member that places and groups tensor data; a composition that is not
 //! exactly a layout is a [`ComposedMap`], which evaluates the same values through a chain of
-//! layouts (semantics-core.md §5).
+//! layouts (docs/layouts.md, Index maps).
 
 use std::fmt;
 use std::sync::Arc;

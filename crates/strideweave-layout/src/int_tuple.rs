@@ -9,6 +9,12 @@ use std::fmt;
 /// [`Shape::encode`](crate::Shape::encode) is one. In a coordinate an integer may stand for a
 /// whole subtree: it is then that subtree's colexicographic ordinal.
 ///
+/// Every consumer in this crate measures the depth ([`IntTuple::depth`]) without recursion
+/// and rejects a tree deeper than [`MAX_NESTING`](crate::MAX_NESTING) before walking it;
+/// `Display` works on any depth. The derived `Clone`, `Debug`, `PartialEq`, `Hash` and drop
+/// recurse like those of any Rust tree, so a caller that builds a far deeper tree itself
+/// should take it apart iteratively.
+///
 /// Rust integers, arrays, vectors and tuples convert into it, so shapes read naturally:
 ///
 /// ```

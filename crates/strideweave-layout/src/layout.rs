@@ -14,9 +14,10 @@ pub(crate) type Leaf = (usize, usize);
 
 /// A CuTe-style layout: `index(c) = Σ_leaves c_leaf · stride_leaf`.
 ///
-/// Invariants, checked by every constructor: the shape and stride have the same tree, every
-/// extent is ≥ 1, and both the size and the cosize (`1 + Σ stride·(extent−1)`) fit in `i64`,
-/// so evaluating any in-domain coordinate never overflows.
+/// Invariants, checked by every constructor: the shape and stride have the same tree, nested
+/// at most [`MAX_NESTING`](crate::MAX_NESTING) levels, every extent is ≥ 1, and both the size
+/// and the cosize (`1 + Σ stride·(extent−1)`) fit in `i64`, so evaluating any in-domain
+/// coordinate never overflows.
 ///
 /// ```
 /// use strideweave_layout::Layout;
@@ -256,8 +257,8 @@ impl Layout {
             .collect()
     }
 
-    /// The index of `coord`, where an integer may stand for any subtree (semantics-core.md
-    /// §2). Fails when the coordinate is outside the domain.
+    /// The index of `coord`, where an integer may stand for any subtree (docs/layouts.md,
+    /// Layouts). Fails when the coordinate is outside the domain.
     pub fn index(&self, coord: &IntTuple) -> Result<usize> {
         let mut leaf_coords = Small::<usize, 8>::new();
         self.shape.leaf_coordinates(coord, &mut leaf_coords)?;
@@ -417,7 +418,7 @@ impl Layout {
     }
 
     /// How many coordinates map to each index when this layout covers `target`'s size
-    /// uniformly, computed from the leaves alone (semantics-core.md §2); `None` when it does
+    /// uniformly, computed from the leaves alone (docs/layouts.md, Layouts); `None` when it does
     /// not. Stride-0 leaves multiply the count; the positive-stride leaves sorted by stride
     /// must tile `0..target.size()` exactly.
     pub fn uniform_preimage_extent(&self, target: &Shape) -> Option<usize> {

@@ -121,6 +121,8 @@ impl<'a> Parser<'a> {
                     deepest = deepest.max(depth);
                 }
                 b')' | b']' => depth = depth.saturating_sub(1),
+                // A layout's shape and stride are two trees, measured separately.
+                b':' => depth = 0,
                 _ => {}
             }
         }

@@ -40,7 +40,7 @@ pub enum ProfileToken {
 /// The shape-tree recipe of a shape, stride or layout, independent of its values.
 ///
 /// The top-level tuple is implicit: `(2,(3,4))` has the profile `[Leaf,Push,Leaf,Leaf,Pop]`,
-/// a rank-0 shape has the empty profile (semantics-core.md §2).
+/// a rank-0 shape has the empty profile (docs/layouts.md, Shapes, strides and trees).
 #[derive(Clone, PartialEq, Eq, Hash, Default)]
 pub struct Profile {
     tokens: Small<ProfileToken, 8>,
@@ -105,7 +105,8 @@ impl Profile {
         rank
     }
 
-    /// The nesting depth: 1 for a flat (or rank-0) tuple, one more per level of nesting.
+    /// The nesting depth: 1 for a flat (or rank-0) tuple, one more per level of nesting;
+    /// never more than [`MAX_NESTING`].
     pub fn depth(&self) -> usize {
         let mut depth = 1usize;
         let mut deepest = 1;

@@ -1,5 +1,5 @@
 //! `rearrange`: a new hierarchy built from extracted parts of a layout
-//! (semantics-core.md §3).
+//! (docs/layouts.md, Structural transforms).
 
 use crate::error::{brief, fail, Result};
 use crate::layout::{Layout, Leaf};
@@ -18,9 +18,27 @@ pub enum TreeNode {
 }
 
 /// A tree of [`TreeNode`]s: the selection and output hierarchies of [`Layout::rearrange`].
+///
+/// [`Tree::size`], [`Tree::depth`], [`Tree::recipe`] and dropping work without recursion on
+/// any depth; the derived `Clone`, `Debug`, `PartialEq` and `Hash` recurse, like those of
+/// any Rust tree, and [`Layout::rearrange`] rejects trees deeper than
+/// [`MAX_NESTING`](crate::MAX_NESTING).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Tree {
     items: Vec<TreeNode>,
+}
+
+/// Dropping takes the tree apart without recursion, so even a tree nested far beyond
+/// [`MAX_NESTING`](crate::MAX_NESTING) is dropped safely.
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let mut stack: Vec<TreeNode> = std::mem::take(&mut self.items);
+        while let Some(item) = stack.pop() {
+            if let TreeNode::Tree(mut sub) = item {
+                stack.append(&mut sub.items);
+            }
+        }
+    }
 }
 
 impl Tree {

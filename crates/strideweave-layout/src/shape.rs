@@ -12,7 +12,8 @@ use crate::small::Small;
 /// Largest size or index any layout may reach, so that every product stays in `i64`.
 pub(crate) const MAX_EXTENT: usize = i64::MAX as usize;
 
-/// A hierarchical tuple of extents (each ≥ 1) whose size fits in `i64`.
+/// A hierarchical tuple of extents (each ≥ 1) whose size fits in `i64`, nested at most
+/// [`MAX_NESTING`](crate::MAX_NESTING) levels.
 ///
 /// Coordinates are colexicographic (first mode fastest): [`Shape::encode`] turns a
 /// coordinate into an ordinal `c0 + s0*(c1 + s1*(…))` and [`Shape::decode`] turns it back.

@@ -1,5 +1,5 @@
 //! The layout side of zero-copy views: slicing, reshape, as_strided, broadcast_in_dim,
-//! squeeze and unsqueeze (semantics-core.md §7). A tensor view applies these to its layout
+//! squeeze and unsqueeze (docs/layouts.md, Views). A tensor view applies these to its layout
 //! and adds the returned offset.
 
 use std::ops::{Range, RangeFrom, RangeFull, RangeTo};

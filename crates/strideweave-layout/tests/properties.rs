@@ -1,5 +1,5 @@
 //! Post-conditions of every layout operation, checked by brute force over every coordinate
-//! of randomly generated layouts (style.md habit 2).
+//! of randomly generated layouts (docs/conventions.md, Property tests by post-condition).
 
 use std::collections::HashSet;
 
@@ -73,6 +73,21 @@ fn some_layout() -> impl Strategy<Value = Layout> {
     prop_oneof![any_layout(), nice_layout()]
 }
 
+/// Layouts that reach the search phase of the injectivity decision: three to six
+/// non-trivial leaves with unrelated strides, at most 20,000 coordinates.
+fn tangled_layout() -> impl Strategy<Value = Layout> {
+    (
+        prop::collection::vec((2usize..8, 1usize..60), 3..7),
+        prop::collection::vec(any::<bool>(), 6),
+    )
+        .prop_map(|(mut leaves, cuts)| {
+            while leaves.iter().map(|l| l.0).product::<usize>() > 20_000 {
+                leaves.pop();
+            }
+            build(&leaves, &cuts)
+        })
+}
+
 fn values(map: &impl IndexMap) -> Vec<usize> {
     (0..map.size())
         .map(|i| map.apply(i).expect("in-domain ordinal"))
@@ -125,6 +140,15 @@ proptest! {
     #[test]
     fn is_injective_is_exact(layout in some_layout()) {
         prop_assert_eq!(layout.is_injective(), brute_injective(&layout));
+        prop_assert_eq!(layout.try_is_injective(), Ok(brute_injective(&layout)));
+    }
+
+    #[test]
+    fn injectivity_decision_matches_enumeration_on_tangled_strides(layout in tangled_layout()) {
+        // The brute-force enumeration of every index is the oracle; the decision must be
+        // exact (never undecided on layouts this small).
+        prop_assert_eq!(layout.try_is_injective(), Ok(brute_injective(&layout)), "{}", layout);
+        prop_assert_eq!(layout.injectivity(), Some(brute_injective(&layout)));
     }
 
     #[test]

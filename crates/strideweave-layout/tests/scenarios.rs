@@ -1,5 +1,5 @@
-//! The layout scenarios of semantics-core.md §9 (items 1–16 as they concern layouts) and the
-//! sharper decisions of §10, one named test each, with the numbers the document states.
+//! The worked examples of docs/layouts.md (items 1–16, as they concern layouts) and the
+//! sharper rules of its Decisions, one named test each, with the numbers the page states.
 
 use strideweave_layout::{
     IndexMap, IntTuple, Layout, ProfileToken, Shape, SliceKey, Stride, Tree, TreeNode,
