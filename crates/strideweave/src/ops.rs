@@ -23,63 +23,61 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::cpu::direct;
 use crate::operation::{
-    operation_definition, Operand, OperandList, OperationDefinition, OptionValue,
-    BUILTIN_OPERATIONS,
+    operation_definition, Builtin, Operand, OperandList, OperationDefinition, OptionValue,
 };
 use crate::tensor::Tensor;
 
-/// The built-in definitions, in `BUILTIN_OPERATIONS` order, resolved once.
+/// The built-in definitions, in [`Builtin::ALL`] order, resolved once.
 static DEFINITIONS: LazyLock<Vec<Result<OperationDefinition>>> = LazyLock::new(|| {
-    BUILTIN_OPERATIONS
+    Builtin::ALL
         .iter()
-        .map(|name| operation_definition(name))
+        .map(|builtin| operation_definition(builtin.name()))
         .collect()
 });
 
-/// Calls the built-in `name` through its cached definition and returns its single result.
-fn run(name: &str, operands: OperandList, options: &[(&str, OptionValue)]) -> Result<Tensor> {
-    let position = BUILTIN_OPERATIONS.iter().position(|n| *n == name);
-    let definition = match position.and_then(|i| DEFINITIONS.get(i)) {
+/// Calls `builtin` through its cached definition and returns its single result.
+fn run(builtin: Builtin, operands: OperandList, options: &[(&str, OptionValue)]) -> Result<Tensor> {
+    let definition = match DEFINITIONS.get(builtin as usize) {
         Some(Ok(definition)) => definition,
         Some(Err(error)) => return Err(error.clone()),
         None => {
             return Err(Error::NotImplemented(format!(
-                "'{name}' is not a built-in operation"
+                "'{builtin}' has no registered definition"
             )))
         }
     };
     let mut results = definition.call_list(operands, options)?;
     results
         .pop()
-        .ok_or_else(|| Error::ProviderContract(format!("'{name}' returned no result")))
+        .ok_or_else(|| Error::ProviderContract(format!("'{builtin}' returned no result")))
 }
 
 macro_rules! unary {
-    ($($(#[$doc:meta])* $name:ident $(=> $direct:expr)?;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident ($variant:ident) $(=> $direct:expr)?;)*) => {$(
         $(#[$doc])*
         pub fn $name(x: &Tensor) -> Result<Tensor> {
             $(if let Some(result) = direct::unary(x, $direct) {
                 return Ok(result);
             })?
-            run(stringify!($name), OperandList::One([Operand::Tensor(x.clone())]), &[])
+            run(Builtin::$variant, OperandList::One([Operand::Tensor(x.clone())]), &[])
         }
     )*};
 }
 
 macro_rules! binary {
-    ($($(#[$doc:meta])* $name:ident => $direct:expr;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident ($variant:ident) => $direct:expr;)*) => {$(
         $(#[$doc])*
         pub fn $name(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
             if let Some(result) = direct::binary(lhs, rhs, $direct) {
                 return Ok(result);
             }
-            run(stringify!($name), OperandList::Two([Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())]), &[])
+            run(Builtin::$variant, OperandList::Two([Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())]), &[])
         }
     )*};
 }
 
 macro_rules! tensor_and_operand {
-    ($($(#[$doc:meta])* $name:ident $(=> $direct:expr)?;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident ($variant:ident) $(=> $direct:expr)?;)*) => {$(
         $(#[$doc])*
         pub fn $name(lhs: &Tensor, rhs: impl Into<Operand>) -> Result<Tensor> {
             let rhs = rhs.into();
@@ -88,54 +86,54 @@ macro_rules! tensor_and_operand {
                     return Ok(result);
                 }
             })?
-            run(stringify!($name), OperandList::Two([Operand::Tensor(lhs.clone()), rhs]), &[])
+            run(Builtin::$variant, OperandList::Two([Operand::Tensor(lhs.clone()), rhs]), &[])
         }
     )*};
 }
 
 unary! {
     /// `-x` (Int32 checked).
-    neg => direct::neg;
+    neg(Neg) => direct::neg;
     /// `|x|` (Int32 checked).
-    abs => f32::abs;
+    abs(Abs) => f32::abs;
     /// `e^x`, in Float32.
-    exp => f32::exp;
+    exp(Exp) => f32::exp;
     /// The natural logarithm, in Float32.
-    log => f32::ln;
+    log(Log) => f32::ln;
     /// The square root, in Float32.
-    sqrt => f32::sqrt;
+    sqrt(Sqrt) => f32::sqrt;
     /// The hyperbolic tangent, in Float32.
-    tanh => f32::tanh;
+    tanh(Tanh) => f32::tanh;
     /// `1 / (1 + e^-x)`, in Float32.
-    sigmoid => direct::sigmoid;
+    sigmoid(Sigmoid) => direct::sigmoid;
     /// `max(x, 0)`.
-    relu => direct::relu_f32;
+    relu(Relu) => direct::relu_f32;
     /// The maximum over mode 1 of a two-mode tensor.
-    reduce_max;
+    reduce_max(ReduceMax);
 }
 
 binary! {
     /// `lhs + rhs`, broadcasting extent-1 leaves of the same tree.
-    add => direct::add;
+    add(Add) => direct::add;
     /// `lhs - rhs`, broadcasting.
-    sub => direct::sub;
+    sub(Sub) => direct::sub;
     /// `lhs · rhs` elementwise, broadcasting.
-    elementwise_mul => direct::mul;
+    elementwise_mul(ElementwiseMul) => direct::mul;
 }
 
 tensor_and_operand! {
     /// `lhs / rhs` in Float32; `rhs` is a tensor or a scalar.
-    div => direct::div;
+    div(Div) => direct::div;
     /// The elementwise maximum; `rhs` is a tensor or a scalar.
-    maximum => direct::maximum_f32;
+    maximum(Maximum) => direct::maximum_f32;
     /// The elementwise minimum; `rhs` is a tensor or a scalar.
-    minimum => direct::minimum_f32;
+    minimum(Minimum) => direct::minimum_f32;
     /// `lhs == rhs` as Bool; `rhs` is a tensor or a scalar.
-    eq;
+    eq(Eq);
     /// `lhs < rhs` as Bool; `rhs` is a tensor or a scalar.
-    lt;
+    lt(Lt);
     /// `lhs <= rhs` as Bool; `rhs` is a tensor or a scalar.
-    le;
+    le(Le);
 }
 
 /// `lhs · rhs` where either may be a scalar: tensor×tensor, tensor×scalar or scalar×tensor.
@@ -146,7 +144,7 @@ pub fn mul(lhs: impl Into<Operand>, rhs: impl Into<Operand>) -> Result<Tensor> {
             return Ok(result);
         }
     }
-    run("mul", OperandList::Two([lhs, rhs]), &[])
+    run(Builtin::Mul, OperandList::Two([lhs, rhs]), &[])
 }
 
 /// `cond ? a : b` elementwise: `cond` is a Bool tensor, `a` and `b` are each a tensor or a
@@ -173,7 +171,7 @@ pub fn mul(lhs: impl Into<Operand>, rhs: impl Into<Operand>) -> Result<Tensor> {
 /// ```
 pub fn select(cond: &Tensor, a: impl Into<Operand>, b: impl Into<Operand>) -> Result<Tensor> {
     run(
-        "select",
+        Builtin::Select,
         OperandList::Three([Operand::Tensor(cond.clone()), a.into(), b.into()]),
         &[],
     )
@@ -182,7 +180,7 @@ pub fn select(cond: &Tensor, a: impl Into<Operand>, b: impl Into<Operand>) -> Re
 /// The sum over mode 1 of a two-mode tensor (Float32 accumulates in Float32).
 pub fn reduce_sum(x: &Tensor) -> Result<Tensor> {
     run(
-        "reduce_sum",
+        Builtin::ReduceSum,
         OperandList::One([Operand::Tensor(x.clone())]),
         &[],
     )
@@ -192,7 +190,7 @@ pub fn reduce_sum(x: &Tensor) -> Result<Tensor> {
 pub fn reduce_sum_with(x: &Tensor, accumulator: DType) -> Result<Tensor> {
     let options = [("accumulator_dtype", OptionValue::DType(accumulator))];
     run(
-        "reduce_sum",
+        Builtin::ReduceSum,
         OperandList::One([Operand::Tensor(x.clone())]),
         &options,
     )
@@ -202,7 +200,7 @@ pub fn reduce_sum_with(x: &Tensor, accumulator: DType) -> Result<Tensor> {
 /// `matmul(A, B.permute([1, 0]))`, which costs no copy).
 pub fn matmul(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
     run(
-        "matmul",
+        Builtin::Matmul,
         OperandList::Two([Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())]),
         &[],
     )
@@ -212,7 +210,7 @@ pub fn matmul(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
 pub fn matmul_with(lhs: &Tensor, rhs: &Tensor, accumulator: DType) -> Result<Tensor> {
     let options = [("accumulator_dtype", OptionValue::DType(accumulator))];
     run(
-        "matmul",
+        Builtin::Matmul,
         OperandList::Two([Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())]),
         &options,
     )

@@ -1,11 +1,11 @@
 //! `Generic`: the behavioural reference carrier, holding normalized scalar values.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{PoisonError, RwLock};
 
 use crate::carrier::{Carrier, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, DType, Value};
-use crate::error::{Error, Result};
-use crate::operation::{Operation, BUILTIN_OPERATIONS};
+use crate::error::{quoted, Error, Result};
+use crate::operation::{Builtin, Operation};
 
 const STORABLE: [DType; 3] = [DType::FLOAT32, DType::INT32, DType::BOOL];
 
@@ -107,14 +107,14 @@ impl DefinitionFreeCarrier for Generic {
     /// A fresh [`Operation`] running the reference kernel of the built-in `name`
     /// (docs/kernel-semantics.md); NotImplemented for any other name.
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
-        if !BUILTIN_OPERATIONS.contains(&name) {
+        let Some(builtin) = Builtin::from_name(name) else {
             return Err(Error::NotImplemented(format!(
-                "Generic carriers dispatch no operation '{name}' (only the built-in operations)"
+                "Generic carriers dispatch no operation {} (only the built-in operations)",
+                quoted(name)
             )));
-        }
-        let name: Arc<str> = Arc::from(name);
+        };
         Ok(Operation::new(move |invocation| {
-            crate::kernels::reference::execute(&name, invocation)
+            crate::kernels::reference::execute(builtin, invocation)
         }))
     }
 }

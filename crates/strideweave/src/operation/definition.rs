@@ -1,5 +1,5 @@
 //! `OperationDefinition`: the immutable description of one operation, and the process-wide
-//! registry of built-in and custom definitions (semantics-operations.md §2a).
+//! registry of built-in and custom definitions (docs/operations.md, Operation definitions).
 
 use std::fmt;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
@@ -7,6 +7,7 @@ use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 use rustc_hash::FxHashMap;
 
 use crate::error::{quoted, Error, Result};
+use crate::operation::builtin::Builtin;
 use crate::operation::invocation::{
     BoundOperationCall, BoundOptions, OperandList, ResolvedInvocation,
 };
@@ -29,10 +30,10 @@ struct Inner {
     default_options: Option<BoundOptions>,
     resolve: Box<ResolveFn>,
     reference: Option<Box<ReferenceFn>>,
-    /// The backward rule of a custom operation (built-ins carry theirs in the autograd
-    /// module).
+    /// The backward rule of a custom operation (built-ins carry theirs in their spec).
     vjp: Option<Vjp>,
-    builtin: bool,
+    /// The typed identity of a built-in; `None` for a custom operation.
+    builtin: Option<Builtin>,
 }
 
 /// One operation: its name, schema and resolver. Immutable; clones share it and compare by
@@ -43,16 +44,20 @@ pub struct OperationDefinition {
 }
 
 impl OperationDefinition {
-    pub(crate) fn builtin(name: &str, schema: OperationSchema, resolve: Box<ResolveFn>) -> Self {
+    pub(crate) fn of_builtin(
+        builtin: Builtin,
+        schema: OperationSchema,
+        resolve: Box<ResolveFn>,
+    ) -> Self {
         OperationDefinition {
             inner: Arc::new(Inner {
-                name: name.into(),
+                name: builtin.name().into(),
                 default_options: default_options(&schema),
                 schema,
                 resolve,
                 reference: None,
                 vjp: None,
-                builtin: true,
+                builtin: Some(builtin),
             }),
         }
     }
@@ -75,6 +80,11 @@ impl OperationDefinition {
 
     /// Whether StrideWeave defines it.
     pub fn is_builtin(&self) -> bool {
+        self.inner.builtin.is_some()
+    }
+
+    /// The typed identity of a built-in operation; `None` for a custom one.
+    pub fn builtin(&self) -> Option<Builtin> {
         self.inner.builtin
     }
 
@@ -250,7 +260,7 @@ pub fn define_operation(
         )));
     }
     let first = segments[0];
-    if first == "strideweave" || crate::operation::BUILTIN_OPERATIONS.contains(&first) {
+    if first == "strideweave" || Builtin::from_name(first).is_some() {
         return Err(Error::Value(format!(
             "custom operation {name:?} uses the reserved namespace '{first}'"
         )));
@@ -263,7 +273,7 @@ pub fn define_operation(
             resolve: Box::new(resolve),
             reference,
             vjp: Some(vjp),
-            builtin: false,
+            builtin: None,
         }),
     };
     let mut registry = REGISTRY.write().unwrap_or_else(PoisonError::into_inner);

@@ -1,8 +1,8 @@
 //! Operations: definitions and schemas, dtype planning, capabilities, and dispatch of a
-//! call to the carrier that executes it (semantics-operations.md §1–2,
-//! semantics-carriers.md §4–5).
+//! call to the carrier that executes it (docs/operations.md;
+//! docs/carriers.md, Dispatch and Capabilities).
 
-mod builtin;
+pub(crate) mod builtin;
 mod capability;
 mod definition;
 mod dispatch;
@@ -15,6 +15,7 @@ pub(crate) mod provider_scope;
 mod schema;
 mod vjp;
 
+pub use builtin::{Builtin, BUILTIN_OPERATIONS};
 pub use capability::{OperandCapability, OperationCapability};
 pub use definition::{
     define_operation, operation_definition, operation_definitions, OperationDefinition,
@@ -26,6 +27,6 @@ pub(crate) use invocation::OperandList;
 pub use invocation::{BoundOperationCall, ResolvedInvocation, ResultSpec};
 pub use operand::Operand;
 pub use plan::{Accumulation, Arithmetic, OperandPlan, OperandRole, OperationPlan};
-pub use planning::{resolve_operation_plan, PlanOperand, BUILTIN_OPERATIONS};
+pub use planning::{resolve_operation_plan, PlanOperand};
 pub use schema::{OperandKind, OperandSpec, OperationSchema, OptionSpec, OptionValue};
 pub use vjp::{Vjp, VjpContext, VjpFn};

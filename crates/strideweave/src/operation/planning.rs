@@ -1,5 +1,5 @@
 //! Dtype planning: which [`OperationPlan`] a built-in operation computes with on given
-//! operand dtypes (semantics-operations.md §1).
+//! operand dtypes (docs/operations.md, Dtype planning).
 //!
 //! Planning is value-independent: it looks only at each tensor operand's dtype (matched by
 //! identity), at the *kind* of each weak scalar, and — when a weak integer scalar meets an
@@ -20,34 +20,9 @@
 //! ```
 
 use crate::dtype::{DType, Value};
-use crate::error::{Error, Result};
+use crate::error::{quoted, Error, Result};
+use crate::operation::builtin::{Builtin, BUILTIN_OPERATIONS};
 use crate::operation::plan::{Accumulation, Arithmetic, OperandPlan, OperationPlan};
-
-/// The names of the built-in operations, in their documented order.
-pub const BUILTIN_OPERATIONS: [&str; 22] = [
-    "add",
-    "sub",
-    "mul",
-    "elementwise_mul",
-    "div",
-    "neg",
-    "abs",
-    "exp",
-    "log",
-    "sqrt",
-    "tanh",
-    "sigmoid",
-    "relu",
-    "maximum",
-    "minimum",
-    "eq",
-    "lt",
-    "le",
-    "reduce_sum",
-    "reduce_max",
-    "matmul",
-    "select",
-];
 
 /// An operand as planning sees it: a tensor's dtype, or a Rust scalar value (a weak scalar).
 ///
@@ -85,12 +60,24 @@ pub fn resolve_operation_plan(
     operands: &[PlanOperand],
     accumulator_dtype: Option<DType>,
 ) -> Result<OperationPlan> {
-    let family = Family::of(operation).ok_or_else(|| {
+    let builtin = Builtin::from_name(operation).ok_or_else(|| {
         Error::NotImplemented(format!(
-            "no built-in operation '{operation}' (known: {})",
+            "no built-in operation {} (known: {})",
+            quoted(operation),
             BUILTIN_OPERATIONS.join(", ")
         ))
     })?;
+    plan_builtin(builtin, operands, accumulator_dtype)
+}
+
+/// [`resolve_operation_plan`] for a built-in named by its typed identity.
+pub(crate) fn plan_builtin(
+    builtin: Builtin,
+    operands: &[PlanOperand],
+    accumulator_dtype: Option<DType>,
+) -> Result<OperationPlan> {
+    let operation = builtin.name();
+    let family = builtin.spec().family;
     let accumulator = check_accumulator(operation, family, accumulator_dtype)?;
     let shape = OperandShape::of(operation, family, operands)?;
     let planner = Planner {
@@ -121,7 +108,7 @@ pub fn resolve_operation_plan(
 
 /// The planning families of the built-in operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Family {
+pub(crate) enum Family {
     /// `add`, `sub`, `elementwise_mul`: (T, T), Int32 checked or Float32.
     Additive,
     /// `mul`: (T, T), (T, S), (S, T).
@@ -153,28 +140,8 @@ enum Family {
 }
 
 impl Family {
-    fn of(operation: &str) -> Option<Family> {
-        Some(match operation {
-            "add" | "sub" | "elementwise_mul" => Family::Additive,
-            "mul" => Family::Mul,
-            "div" => Family::Div,
-            "maximum" | "minimum" => Family::Extremum,
-            "eq" => Family::Compare { accepts_bool: true },
-            "lt" | "le" => Family::Compare {
-                accepts_bool: false,
-            },
-            "relu" => Family::Relu,
-            "neg" | "abs" => Family::SignChange,
-            "exp" | "log" | "sqrt" | "tanh" | "sigmoid" => Family::Transcendental,
-            "reduce_sum" => Family::ReduceSum,
-            "reduce_max" => Family::ReduceMax,
-            "matmul" => Family::Matmul,
-            "select" => Family::Select,
-            _ => return None,
-        })
-    }
-
-    fn takes_accumulator(self) -> bool {
+    /// Whether the family takes the `accumulator_dtype` option.
+    pub(crate) fn takes_accumulator(self) -> bool {
         matches!(self, Family::ReduceSum | Family::Matmul)
     }
 

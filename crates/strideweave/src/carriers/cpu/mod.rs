@@ -40,8 +40,8 @@ pub(crate) const INLINE_F32: usize = inline_slots::WORDS;
 
 use crate::carrier::{Carrier, CarrierClass, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, validate_storage_dtype, DType, Value};
-use crate::error::{Error, Result};
-use crate::operation::{Operation, BUILTIN_OPERATIONS};
+use crate::error::{quoted, Error, Result};
+use crate::operation::{Builtin, Operation};
 
 const NAME: &str = "CPU";
 const STORABLE: [DType; 3] = [DType::FLOAT32, DType::INT32, DType::BOOL];
@@ -612,12 +612,15 @@ impl DefinitionFreeCarrier for Cpu {
     /// A fresh [`Operation`] running the fast CPU kernel of the built-in `name`
     /// (docs/kernel-semantics.md); NotImplemented for any other name.
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
-        let Some(position) = BUILTIN_OPERATIONS.iter().position(|&known| known == name) else {
+        let Some(builtin) = Builtin::from_name(name) else {
             return Err(Error::NotImplemented(format!(
-                "{NAME} carriers dispatch no operation '{name}' (only the built-in operations)"
+                "{NAME} carriers dispatch no operation {} (only the built-in operations)",
+                quoted(name)
             )));
         };
-        Ok(DISPATCH[position]())
+        Ok(Operation::new(move |invocation| {
+            crate::kernels::cpu::execute(builtin, invocation)
+        }))
     }
 
     fn check_scatter_source(
@@ -641,39 +644,6 @@ impl DefinitionFreeCarrier for Cpu {
         Ok(())
     }
 }
-
-/// A fresh [`Operation`] running the CPU kernel of built-in operation `I`. The closure
-/// captures nothing (the name is a constant), so creating the operation allocates only its
-/// shared state.
-fn dispatch_builtin<const I: usize>() -> Operation {
-    Operation::new(|invocation| crate::kernels::cpu::execute(BUILTIN_OPERATIONS[I], invocation))
-}
-
-/// [`dispatch_builtin`] for each built-in operation, in `BUILTIN_OPERATIONS` order.
-const DISPATCH: [fn() -> Operation; BUILTIN_OPERATIONS.len()] = [
-    dispatch_builtin::<0>,
-    dispatch_builtin::<1>,
-    dispatch_builtin::<2>,
-    dispatch_builtin::<3>,
-    dispatch_builtin::<4>,
-    dispatch_builtin::<5>,
-    dispatch_builtin::<6>,
-    dispatch_builtin::<7>,
-    dispatch_builtin::<8>,
-    dispatch_builtin::<9>,
-    dispatch_builtin::<10>,
-    dispatch_builtin::<11>,
-    dispatch_builtin::<12>,
-    dispatch_builtin::<13>,
-    dispatch_builtin::<14>,
-    dispatch_builtin::<15>,
-    dispatch_builtin::<16>,
-    dispatch_builtin::<17>,
-    dispatch_builtin::<18>,
-    dispatch_builtin::<19>,
-    dispatch_builtin::<20>,
-    dispatch_builtin::<21>,
-];
 
 /// The bytes of slot `index` for elements `width` bytes wide, unless that overflows.
 fn slot_range(index: usize, width: usize) -> Option<Range<usize>> {

@@ -1,7 +1,7 @@
 //! The tiled operations: TiledEvictable's [`CompositeProvider`], computing the six central
 //! operations on raw tiled operands tile by tile through the primary tier's public dispatch
-//! (semantics-operations.md §5: "Raw tiled operands: six central ops only (dense result on
-//! primary's class)").
+//! (docs/tiers.md, Operations on raw tiled operands: the six central operations, with a dense
+//! result on the primary tier's class).
 
 use std::sync::Arc;
 
@@ -17,18 +17,16 @@ use crate::carriers::tiled::tiled_operand::TiledOperand;
 use crate::carriers::tiled::tiled_work::{Work, WorkKind};
 use crate::carriers::tiled::{TileProgress, TileResidency};
 use crate::error::{Error, Result};
-use crate::operation::{call, Operand, OperationCapability, OptionValue, ResolvedInvocation};
+use crate::operation::{
+    call, Builtin, Operand, OperationCapability, OptionValue, ResolvedInvocation,
+};
 use crate::tensor::Tensor;
 
-/// The operations a TiledEvictable executes on raw tiled operands.
-pub(crate) const TILED_OPERATIONS: [&str; 6] = [
-    "add",
-    "elementwise_mul",
-    "mul",
-    "relu",
-    "reduce_sum",
-    "matmul",
-];
+/// The operations a TiledEvictable executes on raw tiled operands: those with a kind of
+/// tiled work.
+fn is_tiled(name: &str) -> bool {
+    Builtin::from_name(name).and_then(work_kind).is_some()
+}
 
 /// How many work items stream ahead when no capacity bounds them: one computing, one queued,
 /// one staging.
@@ -58,7 +56,7 @@ fn capabilities(carrier: &Carrier) -> Result<Vec<OperationCapability>> {
         .iter()
         .filter(|capability| {
             let output = capability.plan().output();
-            TILED_OPERATIONS.contains(&capability.operation())
+            is_tiled(capability.operation())
                 && primary.supports_storage_dtype(output)
                 && secondary.supports_storage_dtype(output)
         })
@@ -79,9 +77,14 @@ fn result_carriers(
 /// prepared submission.
 fn prepare(carrier: &Carrier, invocation: &ResolvedInvocation) -> Result<CompositePreparation> {
     let name = invocation.call().definition().name();
-    if !TILED_OPERATIONS.contains(&name) {
+    if !is_tiled(name) {
+        let tiled: Vec<&str> = Builtin::ALL
+            .into_iter()
+            .filter(|b| work_kind(*b).is_some())
+            .map(Builtin::name)
+            .collect();
         return Ok(CompositePreparation::Unsupported(Unsupported::new(
-            format!("TiledEvictable executes only {TILED_OPERATIONS:?} on raw tiled operands"),
+            format!("TiledEvictable executes only {tiled:?} on raw tiled operands"),
         )?));
     }
     let mut operands = Vec::new();
@@ -274,12 +277,30 @@ pub(crate) fn tile_operands(invocation: &ResolvedInvocation, tiles: &[Tensor]) -
         .collect()
 }
 
-/// Which kind of work `name` is.
-pub(crate) fn work_kind(name: &str) -> Option<WorkKind> {
-    match name {
-        "add" | "elementwise_mul" | "mul" | "relu" => Some(WorkKind::Elementwise),
-        "reduce_sum" => Some(WorkKind::Reduce),
-        "matmul" => Some(WorkKind::Matmul),
-        _ => None,
+/// Which kind of tiled work `builtin` is; `None` for the built-ins a TiledEvictable does not
+/// execute on raw tiled operands.
+pub(crate) fn work_kind(builtin: Builtin) -> Option<WorkKind> {
+    match builtin {
+        Builtin::Add | Builtin::ElementwiseMul | Builtin::Mul | Builtin::Relu => {
+            Some(WorkKind::Elementwise)
+        }
+        Builtin::ReduceSum => Some(WorkKind::Reduce),
+        Builtin::Matmul => Some(WorkKind::Matmul),
+        Builtin::Sub
+        | Builtin::Div
+        | Builtin::Neg
+        | Builtin::Abs
+        | Builtin::Exp
+        | Builtin::Log
+        | Builtin::Sqrt
+        | Builtin::Tanh
+        | Builtin::Sigmoid
+        | Builtin::Maximum
+        | Builtin::Minimum
+        | Builtin::Eq
+        | Builtin::Lt
+        | Builtin::Le
+        | Builtin::ReduceMax
+        | Builtin::Select => None,
     }
 }

@@ -45,7 +45,8 @@ impl Work {
     /// runs) for operands whose tilings do not line up.
     pub(crate) fn plan(invocation: &ResolvedInvocation, operands: &[TiledOperand]) -> Result<Work> {
         let name = invocation.call().definition().name();
-        let kind = work_kind(name).ok_or_else(|| {
+        let builtin = invocation.call().definition().builtin();
+        let kind = builtin.and_then(work_kind).ok_or_else(|| {
             Error::NotImplemented(format!("TiledEvictable does not execute '{name}'"))
         })?;
         match kind {

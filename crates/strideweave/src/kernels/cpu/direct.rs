@@ -2,8 +2,8 @@
 //!
 //! For a handful of elements the general pipeline (binding, planning, the capability gate, a
 //! freshly dispatched operation, result validation) costs far more than the arithmetic
-//! (performance.md, "tiny-op dispatch"). When an [`ops`](crate::ops) call is exactly the
-//! common case, the typed function computes here instead, with the same observable outcome
+//! (docs/performance-targets.md, "tiny-op dispatch"). When an [`ops`](crate::ops) call is exactly
+//! the common case, the typed function computes here instead, with the same observable outcome
 //! as the pipeline: a fresh mutable CPU carrier at version 0 holding the bit-identical
 //! Float32 results under the operands' own (canonical) layout, operands untouched, and no
 //! autograd node (the path refuses whenever one would be recorded). Anything else — another

@@ -25,7 +25,7 @@ use super::strided::{broadcast_strides, fits, Small, Walk};
 use super::{fresh_result, overflow, result_spec};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::operation::{Arithmetic, Operand, ResolvedInvocation};
+use crate::operation::{Arithmetic, Builtin, Operand, ResolvedInvocation};
 use crate::tensor::Tensor;
 
 /// Elements gathered per step when an operand cannot be read in place.
@@ -43,13 +43,14 @@ impl<T, O, F: Fn(T, T) -> (O, bool) + Copy + Send + Sync> Op<T, O> for F {}
 /// 1`).
 type Describe<T> = fn(T, T) -> String;
 
-/// Executes the elementwise built-in `name` (unary or binary).
+/// Executes the elementwise built-in `builtin` (unary or binary).
 ///
 /// # Errors
 /// NotImplemented for a plan the CPU kernels do not compute (operands converting to
 /// different dtypes, an arithmetic that does not match them), Overflow for an Int32 result
 /// outside the range, and the carrier's errors.
-pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let name = builtin.name();
     let plan = invocation.plan();
     let mut converts = plan.operands().iter().map(|o| o.convert_to());
     let convert = converts.next().unwrap_or(DType::ANY);
@@ -68,10 +69,10 @@ pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec
         if let Some(result) = direct::invocation(name, invocation) {
             return Ok(vec![result]);
         }
-        float32(name, invocation)
+        float32(builtin, invocation)
     } else if convert == DType::INT32 {
-        int32(name, invocation)
-    } else if name == "eq" {
+        int32(builtin, invocation)
+    } else if builtin == Builtin::Eq {
         binary::<u8, u8>(
             name,
             invocation,
@@ -92,73 +93,86 @@ pub(super) fn unsupported(name: &str, invocation: &ResolvedInvocation) -> Error 
 }
 
 /// The Float32 (Binary32) operations.
-fn float32(name: &str, inv: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+fn float32(builtin: Builtin, inv: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let name = builtin.name();
     let none = describe_none::<f32>;
-    match name {
-        "add" => binary::<f32, f32>(name, inv, |a, b| (direct::add(a, b), false), none),
-        "sub" => binary::<f32, f32>(name, inv, |a, b| (direct::sub(a, b), false), none),
-        "mul" | "elementwise_mul" => {
+    match builtin {
+        Builtin::Add => binary::<f32, f32>(name, inv, |a, b| (direct::add(a, b), false), none),
+        Builtin::Sub => binary::<f32, f32>(name, inv, |a, b| (direct::sub(a, b), false), none),
+        Builtin::Mul | Builtin::ElementwiseMul => {
             binary::<f32, f32>(name, inv, |a, b| (direct::mul(a, b), false), none)
         }
-        "div" => binary::<f32, f32>(name, inv, |a, b| (direct::div(a, b), false), none),
-        "maximum" => binary::<f32, f32>(name, inv, |a, b| (maximum_f32(a, b), false), none),
-        "minimum" => binary::<f32, f32>(name, inv, |a, b| (minimum_f32(a, b), false), none),
-        "eq" => binary::<f32, u8>(name, inv, |a, b| (u8::from(a == b), false), none),
-        "lt" => binary::<f32, u8>(name, inv, |a, b| (u8::from(a < b), false), none),
-        "le" => binary::<f32, u8>(name, inv, |a, b| (u8::from(a <= b), false), none),
-        "neg" => unary::<f32, f32>(name, inv, |a| (direct::neg(a), false), none),
-        "abs" => unary::<f32, f32>(name, inv, |a| (a.abs(), false), none),
-        "exp" => unary::<f32, f32>(name, inv, |a| (a.exp(), false), none),
-        "log" => unary::<f32, f32>(name, inv, |a| (a.ln(), false), none),
-        "sqrt" => unary::<f32, f32>(name, inv, |a| (a.sqrt(), false), none),
-        "tanh" => unary::<f32, f32>(name, inv, |a| (a.tanh(), false), none),
-        "sigmoid" => unary::<f32, f32>(name, inv, |a| (direct::sigmoid(a), false), none),
-        "relu" => unary::<f32, f32>(name, inv, |a| (relu_f32(a), false), none),
-        _ => Err(unsupported(name, inv)),
+        Builtin::Div => binary::<f32, f32>(name, inv, |a, b| (direct::div(a, b), false), none),
+        Builtin::Maximum => binary::<f32, f32>(name, inv, |a, b| (maximum_f32(a, b), false), none),
+        Builtin::Minimum => binary::<f32, f32>(name, inv, |a, b| (minimum_f32(a, b), false), none),
+        Builtin::Eq => binary::<f32, u8>(name, inv, |a, b| (u8::from(a == b), false), none),
+        Builtin::Lt => binary::<f32, u8>(name, inv, |a, b| (u8::from(a < b), false), none),
+        Builtin::Le => binary::<f32, u8>(name, inv, |a, b| (u8::from(a <= b), false), none),
+        Builtin::Neg => unary::<f32, f32>(name, inv, |a| (direct::neg(a), false), none),
+        Builtin::Abs => unary::<f32, f32>(name, inv, |a| (a.abs(), false), none),
+        Builtin::Exp => unary::<f32, f32>(name, inv, |a| (a.exp(), false), none),
+        Builtin::Log => unary::<f32, f32>(name, inv, |a| (a.ln(), false), none),
+        Builtin::Sqrt => unary::<f32, f32>(name, inv, |a| (a.sqrt(), false), none),
+        Builtin::Tanh => unary::<f32, f32>(name, inv, |a| (a.tanh(), false), none),
+        Builtin::Sigmoid => unary::<f32, f32>(name, inv, |a| (direct::sigmoid(a), false), none),
+        Builtin::Relu => unary::<f32, f32>(name, inv, |a| (relu_f32(a), false), none),
+        Builtin::ReduceSum | Builtin::ReduceMax | Builtin::Matmul | Builtin::Select => {
+            Err(unsupported(name, inv))
+        }
     }
 }
 
 /// The Int32 operations: checked where the plan can leave the range, exact otherwise.
-fn int32(name: &str, inv: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+fn int32(builtin: Builtin, inv: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let name = builtin.name();
     let none = describe_none::<i32>;
-    match name {
-        "add" => binary::<i32, i32>(
+    match builtin {
+        Builtin::Add => binary::<i32, i32>(
             name,
             inv,
             |a, b| narrow(i64::from(a) + i64::from(b)),
             |a, b| format!("{a} + {b}"),
         ),
-        "sub" => binary::<i32, i32>(
+        Builtin::Sub => binary::<i32, i32>(
             name,
             inv,
             |a, b| narrow(i64::from(a) - i64::from(b)),
             |a, b| format!("{a} - {b}"),
         ),
-        "mul" | "elementwise_mul" => binary::<i32, i32>(
+        Builtin::Mul | Builtin::ElementwiseMul => binary::<i32, i32>(
             name,
             inv,
             |a, b| narrow(i64::from(a) * i64::from(b)),
             |a, b| format!("{a} * {b}"),
         ),
-        "maximum" => binary::<i32, i32>(name, inv, |a, b| (a.max(b), false), none),
-        "minimum" => binary::<i32, i32>(name, inv, |a, b| (a.min(b), false), none),
-        "eq" => binary::<i32, u8>(name, inv, |a, b| (u8::from(a == b), false), none),
-        "lt" => binary::<i32, u8>(name, inv, |a, b| (u8::from(a < b), false), none),
-        "le" => binary::<i32, u8>(name, inv, |a, b| (u8::from(a <= b), false), none),
-        "neg" => unary::<i32, i32>(
+        Builtin::Maximum => binary::<i32, i32>(name, inv, |a, b| (a.max(b), false), none),
+        Builtin::Minimum => binary::<i32, i32>(name, inv, |a, b| (a.min(b), false), none),
+        Builtin::Eq => binary::<i32, u8>(name, inv, |a, b| (u8::from(a == b), false), none),
+        Builtin::Lt => binary::<i32, u8>(name, inv, |a, b| (u8::from(a < b), false), none),
+        Builtin::Le => binary::<i32, u8>(name, inv, |a, b| (u8::from(a <= b), false), none),
+        Builtin::Neg => unary::<i32, i32>(
             name,
             inv,
             |a| narrow(-i64::from(a)),
             |a, _| format!("-({a})"),
         ),
-        "abs" => unary::<i32, i32>(
+        Builtin::Abs => unary::<i32, i32>(
             name,
             inv,
             |a| narrow(i64::from(a).abs()),
             |a, _| format!("|{a}|"),
         ),
-        "relu" => unary::<i32, i32>(name, inv, |a| (a.max(0), false), none),
-        _ => Err(unsupported(name, inv)),
+        Builtin::Relu => unary::<i32, i32>(name, inv, |a| (a.max(0), false), none),
+        Builtin::Div
+        | Builtin::Exp
+        | Builtin::Log
+        | Builtin::Sqrt
+        | Builtin::Tanh
+        | Builtin::Sigmoid
+        | Builtin::ReduceSum
+        | Builtin::ReduceMax
+        | Builtin::Matmul
+        | Builtin::Select => Err(unsupported(name, inv)),
     }
 }
 

@@ -20,7 +20,7 @@ use super::strided::{fits, walk_of};
 use super::{fresh_result, overflow, result_spec};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::operation::{Accumulation, Operand, ResolvedInvocation};
+use crate::operation::{Accumulation, Builtin, Operand, ResolvedInvocation};
 use crate::tensor::Tensor;
 
 /// Products with fewer multiply-adds than this (64³) run on one thread.
@@ -78,7 +78,8 @@ fn single_stride(layout: &Layout) -> Option<usize> {
 /// Value for operands that are not two two-mode tensors with equal contracted sizes,
 /// NotImplemented for a plan these kernels do not compute, Overflow for an Int32 result
 /// outside the range, Memory when a packed copy cannot be allocated.
-pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let name = builtin.name();
     let (lhs, rhs) = match invocation.call().operands() {
         [Operand::Tensor(lhs), Operand::Tensor(rhs)] => (lhs, rhs),
         _ => return Err(Error::Value(format!("'{name}' takes two tensor operands"))),

@@ -1,5 +1,5 @@
 //! The fast CPU kernels of the built-in operations (docs/kernel-semantics.md,
-//! architecture.md §8).
+//! docs/performance-targets.md, How the CPU path is built for it).
 //!
 //! They compute what the Generic reference computes, on native slices instead of per-element
 //! `Value`s: operands are borrowed under their carriers' read locks, layouts are walked in
@@ -25,20 +25,20 @@ use slots::Stored;
 
 use crate::carriers::Cpu;
 use crate::error::{Error, Result};
-use crate::operation::{ResolvedInvocation, ResultSpec};
+use crate::operation::{Builtin, ResolvedInvocation, ResultSpec};
 use crate::tensor::Tensor;
 
-/// Executes the built-in operation `name` on `invocation` and returns its single fresh
+/// Executes the built-in operation `builtin` on `invocation` and returns its single fresh
 /// result.
 ///
 /// # Errors
-/// - NotImplemented for a name that is not a built-in operation or a plan the CPU kernels do
-///   not compute;
+/// - NotImplemented for a plan the CPU kernels do not compute;
 /// - Value when the invocation's plan names another operation or its operands do not fit
 ///   the operation;
 /// - Overflow when an Int32 result leaves the Int32 range (naming the operation);
 /// - the carriers' errors (a released operand, an allocation failure).
-pub(crate) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(crate) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let name = builtin.name();
     let planned = invocation.plan().operation();
     if planned != name {
         return Err(Error::Value(format!(
@@ -46,17 +46,28 @@ pub(crate) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec
         )));
     }
     super::check_bounded_work(name, invocation)?;
-    match name {
-        "add" | "sub" | "mul" | "elementwise_mul" | "div" | "neg" | "abs" | "exp" | "log"
-        | "sqrt" | "tanh" | "sigmoid" | "relu" | "maximum" | "minimum" | "eq" | "lt" | "le" => {
-            elementwise::execute(name, invocation)
-        }
-        "reduce_sum" | "reduce_max" => reduce::execute(name, invocation),
-        "matmul" => matmul::execute(name, invocation),
-        "select" => select::execute(name, invocation),
-        _ => Err(Error::NotImplemented(format!(
-            "the CPU kernels have no operation '{name}'"
-        ))),
+    match builtin {
+        Builtin::Add
+        | Builtin::Sub
+        | Builtin::Mul
+        | Builtin::ElementwiseMul
+        | Builtin::Div
+        | Builtin::Neg
+        | Builtin::Abs
+        | Builtin::Exp
+        | Builtin::Log
+        | Builtin::Sqrt
+        | Builtin::Tanh
+        | Builtin::Sigmoid
+        | Builtin::Relu
+        | Builtin::Maximum
+        | Builtin::Minimum
+        | Builtin::Eq
+        | Builtin::Lt
+        | Builtin::Le => elementwise::execute(builtin, invocation),
+        Builtin::ReduceSum | Builtin::ReduceMax => reduce::execute(builtin, invocation),
+        Builtin::Matmul => matmul::execute(builtin, invocation),
+        Builtin::Select => select::execute(builtin, invocation),
     }
 }
 

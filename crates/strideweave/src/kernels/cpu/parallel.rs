@@ -1,6 +1,7 @@
 //! When and how the CPU kernels use threads: two rayon tasks over contiguous halves of the
-//! work, only above [`THREADING_THRESHOLD`] elements (architecture.md §8); smaller work runs
-//! on the calling thread without touching the pool.
+//! work, only above [`THREADING_THRESHOLD`] elements (docs/performance-targets.md, How the
+//! CPU path is built for it); smaller work runs on the calling thread without touching the
+//! pool.
 
 /// The element count from which a kernel splits its work over two threads.
 pub(super) const THREADING_THRESHOLD: usize = 100_000;

@@ -25,7 +25,7 @@ use super::{fresh_result, overflow, result_spec};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::extrema::maximum_f32;
-use crate::operation::{Accumulation, Operand, ResolvedInvocation};
+use crate::operation::{Accumulation, Builtin, Operand, ResolvedInvocation};
 use crate::tensor::Tensor;
 
 /// Result ordinals accumulated together in the vertical order (their accumulators stay in
@@ -212,7 +212,8 @@ impl Reducer for MaxI32 {
 /// # Errors
 /// Value for an operand that is not one two-mode tensor, NotImplemented for a plan these
 /// kernels do not compute, Overflow for an Int32 sum outside the range.
-pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let name = builtin.name();
     let x = match invocation.call().operands() {
         [Operand::Tensor(x)] => x,
         operands => {
@@ -235,8 +236,8 @@ pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec
     let summing = matches!(plan.accumulation(), None | Some(Accumulation::ExactInteger));
     let maximum = matches!(plan.accumulation(), None | Some(Accumulation::Maximum));
     let exact_ok = |k: usize| k as u64 <= 1 << 32;
-    match name {
-        "reduce_sum" if convert == f32_ && floating => match accumulator {
+    match builtin {
+        Builtin::ReduceSum if convert == f32_ && floating => match accumulator {
             None => reduce(name, invocation, x, SumF32, ordered),
             Some(d) if d == DType::FLOAT32 => reduce(name, invocation, x, SumF32, ordered),
             Some(d) if d == DType::FLOAT64 && !ordered => {
@@ -244,15 +245,19 @@ pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec
             }
             _ => Err(unsupported(name, invocation)),
         },
-        "reduce_sum" if convert == i32_ && summing && accumulator.is_none() => {
+        Builtin::ReduceSum if convert == i32_ && summing && accumulator.is_none() => {
             if exact_ok(reduced_size(x)) {
                 reduce(name, invocation, x, SumI64, false)
             } else {
                 reduce(name, invocation, x, SumI128, false)
             }
         }
-        "reduce_max" if convert == f32_ && maximum => reduce(name, invocation, x, MaxF32, false),
-        "reduce_max" if convert == i32_ && maximum => reduce(name, invocation, x, MaxI32, false),
+        Builtin::ReduceMax if convert == f32_ && maximum => {
+            reduce(name, invocation, x, MaxF32, false)
+        }
+        Builtin::ReduceMax if convert == i32_ && maximum => {
+            reduce(name, invocation, x, MaxI32, false)
+        }
         _ => Err(unsupported(name, invocation)),
     }
 }

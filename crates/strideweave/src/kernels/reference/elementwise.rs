@@ -11,7 +11,7 @@ use strideweave_layout::Layout;
 use super::{buffer, compute_matches, overflow, unsupported, Context, Element, Reader};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::operation::{Operand, ResolvedInvocation};
+use crate::operation::{Builtin, Operand, ResolvedInvocation};
 use crate::tensor::Tensor;
 
 /// One operand of an elementwise operation, ready to be read by result ordinal.
@@ -72,7 +72,8 @@ fn check_operands(ctx: &Context<'_>, count: usize) -> Result<()> {
 }
 
 /// `neg abs exp log sqrt tanh sigmoid relu` on the single tensor operand.
-pub(super) fn unary(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn unary(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let name = builtin.name();
     let ctx = Context::new(name, invocation)?;
     check_operands(&ctx, 1)?;
     let x = side(&ctx, 0)?;
@@ -80,14 +81,15 @@ pub(super) fn unary(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<T
     let mut values = buffer(name, size)?;
     for ordinal in 0..size {
         let element = x.at(ordinal)?;
-        values.push(unary_op(name, invocation, element)?.to_value());
+        values.push(unary_op(builtin, invocation, element)?.to_value());
     }
     ctx.publish(values)
 }
 
 /// `add sub mul elementwise_mul div maximum minimum eq lt le` on two operands (tensors or a
 /// tensor and a weak scalar, in either order for `mul`).
-pub(super) fn binary(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn binary(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let name = builtin.name();
     let ctx = Context::new(name, invocation)?;
     check_operands(&ctx, 2)?;
     let (lhs, rhs) = (side(&ctx, 0)?, side(&ctx, 1)?);
@@ -95,7 +97,7 @@ pub(super) fn binary(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<
     let mut values = buffer(name, size)?;
     for ordinal in 0..size {
         let (a, b) = (lhs.at(ordinal)?, rhs.at(ordinal)?);
-        values.push(binary_op(name, invocation, a, b)?.to_value());
+        values.push(binary_op(builtin, invocation, a, b)?.to_value());
     }
     ctx.publish(values)
 }
@@ -103,7 +105,8 @@ pub(super) fn binary(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<
 /// `select(cond, a, b)`: `cond ? a : b` per result ordinal. The condition is read as Bool
 /// (its operand plan must convert it to Bool), the branches convert to the plan's output
 /// dtype as their operand plans say, and only the chosen branch is read.
-pub(super) fn select(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn select(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let name = builtin.name();
     let ctx = Context::new(name, invocation)?;
     if ctx.operand_count() != 3 {
         return Err(Error::Value(format!(
@@ -144,26 +147,27 @@ pub(super) fn select(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<
 
 /// One unary element: Float32 in IEEE binary32, Int32 checked (`neg`, `abs`) or exact
 /// (`relu`).
-fn unary_op(name: &str, invocation: &ResolvedInvocation, x: Element) -> Result<Element> {
+fn unary_op(builtin: Builtin, invocation: &ResolvedInvocation, x: Element) -> Result<Element> {
+    let name = builtin.name();
     use Element::{Float32, Int32};
-    let result = match (name, x) {
-        ("neg", Float32(a)) => Float32(-a),
-        ("neg", Int32(a)) => Int32(
+    let result = match (builtin, x) {
+        (Builtin::Neg, Float32(a)) => Float32(-a),
+        (Builtin::Neg, Int32(a)) => Int32(
             a.checked_neg()
                 .ok_or_else(|| overflow(name, format!("-({a})")))?,
         ),
-        ("abs", Float32(a)) => Float32(a.abs()),
-        ("abs", Int32(a)) => Int32(
+        (Builtin::Abs, Float32(a)) => Float32(a.abs()),
+        (Builtin::Abs, Int32(a)) => Int32(
             a.checked_abs()
                 .ok_or_else(|| overflow(name, format!("|{a}|")))?,
         ),
-        ("exp", Float32(a)) => Float32(a.exp()),
-        ("log", Float32(a)) => Float32(a.ln()),
-        ("sqrt", Float32(a)) => Float32(a.sqrt()),
-        ("tanh", Float32(a)) => Float32(a.tanh()),
-        ("sigmoid", Float32(a)) => Float32(1.0 / (1.0 + (-a).exp())),
-        ("relu", Float32(a)) => Float32(if a > 0.0 || a.is_nan() { a } else { 0.0 }),
-        ("relu", Int32(a)) => Int32(a.max(0)),
+        (Builtin::Exp, Float32(a)) => Float32(a.exp()),
+        (Builtin::Log, Float32(a)) => Float32(a.ln()),
+        (Builtin::Sqrt, Float32(a)) => Float32(a.sqrt()),
+        (Builtin::Tanh, Float32(a)) => Float32(a.tanh()),
+        (Builtin::Sigmoid, Float32(a)) => Float32(1.0 / (1.0 + (-a).exp())),
+        (Builtin::Relu, Float32(a)) => Float32(if a > 0.0 || a.is_nan() { a } else { 0.0 }),
+        (Builtin::Relu, Int32(a)) => Int32(a.max(0)),
         _ => return Err(unsupported(name, &[x], invocation)),
     };
     Ok(result)
@@ -173,36 +177,39 @@ fn unary_op(name: &str, invocation: &ResolvedInvocation, x: Element) -> Result<E
 /// (leaving the range is an Overflow error naming the operation and the operands), and
 /// comparisons giving Bool (NaN compares false).
 fn binary_op(
-    name: &str,
+    builtin: Builtin,
     invocation: &ResolvedInvocation,
     a: Element,
     b: Element,
 ) -> Result<Element> {
+    let name = builtin.name();
     use Element::{Bool, Float32, Int32};
     let checked = |result: Option<i32>, symbol: &str, x: i32, y: i32| {
         result
             .map(Int32)
             .ok_or_else(|| overflow(name, format!("{x} {symbol} {y}")))
     };
-    let result = match (name, a, b) {
-        ("add", Float32(x), Float32(y)) => Float32(x + y),
-        ("add", Int32(x), Int32(y)) => checked(x.checked_add(y), "+", x, y)?,
-        ("sub", Float32(x), Float32(y)) => Float32(x - y),
-        ("sub", Int32(x), Int32(y)) => checked(x.checked_sub(y), "-", x, y)?,
-        ("mul" | "elementwise_mul", Float32(x), Float32(y)) => Float32(x * y),
-        ("mul" | "elementwise_mul", Int32(x), Int32(y)) => checked(x.checked_mul(y), "*", x, y)?,
-        ("div", Float32(x), Float32(y)) => Float32(x / y),
-        ("maximum", Float32(x), Float32(y)) => Float32(maximum_f32(x, y)),
-        ("maximum", Int32(x), Int32(y)) => Int32(x.max(y)),
-        ("minimum", Float32(x), Float32(y)) => Float32(minimum_f32(x, y)),
-        ("minimum", Int32(x), Int32(y)) => Int32(x.min(y)),
-        ("eq", Float32(x), Float32(y)) => Bool(x == y),
-        ("eq", Int32(x), Int32(y)) => Bool(x == y),
-        ("eq", Bool(x), Bool(y)) => Bool(x == y),
-        ("lt", Float32(x), Float32(y)) => Bool(x < y),
-        ("lt", Int32(x), Int32(y)) => Bool(x < y),
-        ("le", Float32(x), Float32(y)) => Bool(x <= y),
-        ("le", Int32(x), Int32(y)) => Bool(x <= y),
+    let result = match (builtin, a, b) {
+        (Builtin::Add, Float32(x), Float32(y)) => Float32(x + y),
+        (Builtin::Add, Int32(x), Int32(y)) => checked(x.checked_add(y), "+", x, y)?,
+        (Builtin::Sub, Float32(x), Float32(y)) => Float32(x - y),
+        (Builtin::Sub, Int32(x), Int32(y)) => checked(x.checked_sub(y), "-", x, y)?,
+        (Builtin::Mul | Builtin::ElementwiseMul, Float32(x), Float32(y)) => Float32(x * y),
+        (Builtin::Mul | Builtin::ElementwiseMul, Int32(x), Int32(y)) => {
+            checked(x.checked_mul(y), "*", x, y)?
+        }
+        (Builtin::Div, Float32(x), Float32(y)) => Float32(x / y),
+        (Builtin::Maximum, Float32(x), Float32(y)) => Float32(maximum_f32(x, y)),
+        (Builtin::Maximum, Int32(x), Int32(y)) => Int32(x.max(y)),
+        (Builtin::Minimum, Float32(x), Float32(y)) => Float32(minimum_f32(x, y)),
+        (Builtin::Minimum, Int32(x), Int32(y)) => Int32(x.min(y)),
+        (Builtin::Eq, Float32(x), Float32(y)) => Bool(x == y),
+        (Builtin::Eq, Int32(x), Int32(y)) => Bool(x == y),
+        (Builtin::Eq, Bool(x), Bool(y)) => Bool(x == y),
+        (Builtin::Lt, Float32(x), Float32(y)) => Bool(x < y),
+        (Builtin::Lt, Int32(x), Int32(y)) => Bool(x < y),
+        (Builtin::Le, Float32(x), Float32(y)) => Bool(x <= y),
+        (Builtin::Le, Int32(x), Int32(y)) => Bool(x <= y),
         _ => return Err(unsupported(name, &[a, b], invocation)),
     };
     Ok(result)

@@ -19,21 +19,22 @@ use strideweave_layout::Layout;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 use crate::operation::{
-    Accumulation, Arithmetic, Operand, OperandPlan, ResolvedInvocation, ResultSpec,
+    Accumulation, Arithmetic, Builtin, Operand, OperandPlan, ResolvedInvocation, ResultSpec,
 };
 use crate::tensor::Tensor;
 
-/// Executes the built-in operation `name` on `invocation` and returns its single fresh
+/// Executes the built-in operation `builtin` on `invocation` and returns its single fresh
 /// result.
 ///
 /// # Errors
-/// - [`Error::NotImplemented`] for a name that is not a built-in operation, or a plan whose
-///   dtypes or arithmetic the reference does not compute;
+/// - [`Error::NotImplemented`] for a plan whose dtypes or arithmetic the reference does not
+///   compute;
 /// - [`Error::Value`] when the invocation's plan names another operation or its operands do
 ///   not fit the operation (mode counts, contracted extents);
 /// - [`Error::Overflow`] when an Int32 result leaves the Int32 range;
 /// - carrier errors (a released operand, an allocation failure) as they occur.
-pub(crate) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(crate) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let name = builtin.name();
     let planned = invocation.plan().operation();
     if planned != name {
         return Err(Error::Value(format!(
@@ -41,18 +42,28 @@ pub(crate) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec
         )));
     }
     super::check_bounded_work(name, invocation)?;
-    match name {
-        "neg" | "abs" | "exp" | "log" | "sqrt" | "tanh" | "sigmoid" | "relu" => {
-            elementwise::unary(name, invocation)
-        }
-        "add" | "sub" | "mul" | "elementwise_mul" | "div" | "maximum" | "minimum" | "eq" | "lt"
-        | "le" => elementwise::binary(name, invocation),
-        "reduce_sum" | "reduce_max" => reduce::execute(name, invocation),
-        "matmul" => matmul::execute(name, invocation),
-        "select" => elementwise::select(name, invocation),
-        _ => Err(Error::NotImplemented(format!(
-            "the Generic reference has no kernel for operation '{name}'"
-        ))),
+    match builtin {
+        Builtin::Neg
+        | Builtin::Abs
+        | Builtin::Exp
+        | Builtin::Log
+        | Builtin::Sqrt
+        | Builtin::Tanh
+        | Builtin::Sigmoid
+        | Builtin::Relu => elementwise::unary(builtin, invocation),
+        Builtin::Add
+        | Builtin::Sub
+        | Builtin::Mul
+        | Builtin::ElementwiseMul
+        | Builtin::Div
+        | Builtin::Maximum
+        | Builtin::Minimum
+        | Builtin::Eq
+        | Builtin::Lt
+        | Builtin::Le => elementwise::binary(builtin, invocation),
+        Builtin::ReduceSum | Builtin::ReduceMax => reduce::execute(builtin, invocation),
+        Builtin::Matmul => matmul::execute(builtin, invocation),
+        Builtin::Select => elementwise::select(builtin, invocation),
     }
 }
 

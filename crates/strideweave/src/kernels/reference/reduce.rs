@@ -8,7 +8,7 @@
 use super::{add_index, buffer, compute_matches, unsupported, Context, Element, Sum};
 use crate::error::{Error, Result};
 use crate::kernels::extrema::maximum_f32;
-use crate::operation::{Accumulation, ResolvedInvocation};
+use crate::operation::{Accumulation, Builtin, ResolvedInvocation};
 use crate::tensor::Tensor;
 
 /// How the elements of one result are combined.
@@ -22,7 +22,8 @@ enum Fold {
 
 /// `reduce_sum` (Float32 in the plan's accumulator dtype, rounded once; Int32 exact with a
 /// checked final narrowing) or `reduce_max` (Float32: NaN when any element is NaN).
-pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    let name = builtin.name();
     let ctx = Context::new(name, invocation)?;
     if ctx.operand_count() != 1 {
         return Err(Error::Value(format!(
@@ -55,9 +56,9 @@ pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Vec
             rows.size()
         )));
     }
-    let maximum = match (name, plan.accumulation()) {
-        ("reduce_sum", _) => false,
-        ("reduce_max", Some(Accumulation::Maximum) | None) => true,
+    let maximum = match (builtin, plan.accumulation()) {
+        (Builtin::ReduceSum, _) => false,
+        (Builtin::ReduceMax, Some(Accumulation::Maximum) | None) => true,
         _ => {
             return Err(Error::NotImplemented(format!(
                 "the Generic reference of '{name}' does not execute the plan {plan}"

@@ -1,5 +1,22 @@
-//! The built-in operations: their schemas and how each resolves a call into a dtype plan
-//! and canonical result layouts (semantics-operations.md §2b).
+//! The built-in operations: their typed identity ([`Builtin`]), the spec each is derived
+//! from ([`BuiltinSpec`]), their schemas, and how each resolves a call into a dtype plan and
+//! canonical result layouts (docs/operations.md, The central operations). The files beside this one
+//! hold the specs and gradient rules by family.
+
+mod arithmetic;
+mod comparison;
+mod extremum;
+mod identity;
+mod matmul;
+mod reduction;
+mod select;
+mod spec;
+mod unary;
+mod vjp;
+
+pub use identity::{Builtin, BUILTIN_OPERATIONS};
+pub(crate) use spec::VjpRule;
+pub(crate) use vjp::BuiltinVjp;
 
 use std::sync::Arc;
 
@@ -8,228 +25,29 @@ use strideweave_layout::{Layout, Shape};
 
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
+use crate::operation::builtin::spec::{Arity, ShapeRule};
 use crate::operation::definition::{OperationDefinition, ResolveFn};
 use crate::operation::invocation::{BoundOperationCall, ResolvedInvocation, ResultSpec};
 use crate::operation::plan::OperationPlan;
-use crate::operation::planning::{resolve_operation_plan, PlanOperand};
+use crate::operation::planning::{plan_builtin, PlanOperand};
 use crate::operation::schema::{
     OperandKind, OperandSpec, OperationSchema, OptionSpec, OptionValue,
 };
 use crate::operation::Operand;
 use crate::tensor::Tensor;
 
-/// How the result shape of a built-in follows from its operands.
-#[derive(Clone, Copy)]
-enum ShapeRule {
-    /// Elementwise: the broadcast of the tensor operands' shapes.
-    Broadcast,
-    /// `reduce_*`: a two-mode input reduced over mode 1, giving mode 0's shape.
-    ReduceMode1,
-    /// `matmul`: (N,K)·(M,K) → (N,M).
-    Contract,
-}
-
-/// The operand kinds of a built-in.
-#[derive(Clone, Copy)]
-enum Arity {
-    /// One differentiable tensor `x`.
-    Unary,
-    /// Two differentiable tensors `lhs`, `rhs`.
-    Tensors,
-    /// A differentiable tensor `lhs` and a tensor-or-scalar `rhs`.
-    TensorAndStructural,
-    /// Two tensor-or-scalar operands (`mul`).
-    Structural,
-    /// Like [`Arity::Tensors`], without gradients (comparisons take `TensorAndStructural`).
-    Compare,
-    /// A non-differentiable Bool tensor `cond`, then two tensor-or-scalar operands `a`, `b`
-    /// (`select`).
-    Select,
-}
-
-/// One built-in operation: its name, operand kinds, shape rule, whether it takes the
-/// `accumulator_dtype` option, and the operand positions saved for its gradient.
-struct Builtin {
-    /// The operation name.
-    name: &'static str,
-    /// The operand kinds of its schema.
-    arity: Arity,
-    /// How the result shape follows from the operands.
-    rule: ShapeRule,
-    /// Whether it takes the `accumulator_dtype` option.
-    accumulator_option: bool,
-    /// The operand positions saved for the gradient (those holding tensors).
-    saved: &'static [usize],
-}
-
-/// Every built-in operation, in `BUILTIN_OPERATIONS` order.
-const BUILTINS: [Builtin; 22] = [
-    Builtin {
-        name: "add",
-        arity: Arity::Tensors,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[],
-    },
-    Builtin {
-        name: "sub",
-        arity: Arity::Tensors,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[],
-    },
-    Builtin {
-        name: "mul",
-        arity: Arity::Structural,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[],
-    },
-    Builtin {
-        name: "elementwise_mul",
-        arity: Arity::Tensors,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[0, 1],
-    },
-    Builtin {
-        name: "div",
-        arity: Arity::TensorAndStructural,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[0],
-    },
-    Builtin {
-        name: "neg",
-        arity: Arity::Unary,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[],
-    },
-    Builtin {
-        name: "abs",
-        arity: Arity::Unary,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[0],
-    },
-    Builtin {
-        name: "exp",
-        arity: Arity::Unary,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[0],
-    },
-    Builtin {
-        name: "log",
-        arity: Arity::Unary,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[0],
-    },
-    Builtin {
-        name: "sqrt",
-        arity: Arity::Unary,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[0],
-    },
-    Builtin {
-        name: "tanh",
-        arity: Arity::Unary,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[0],
-    },
-    Builtin {
-        name: "sigmoid",
-        arity: Arity::Unary,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[0],
-    },
-    Builtin {
-        name: "relu",
-        arity: Arity::Unary,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[0],
-    },
-    Builtin {
-        name: "maximum",
-        arity: Arity::TensorAndStructural,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[0],
-    },
-    Builtin {
-        name: "minimum",
-        arity: Arity::TensorAndStructural,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[0],
-    },
-    Builtin {
-        name: "eq",
-        arity: Arity::Compare,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[],
-    },
-    Builtin {
-        name: "lt",
-        arity: Arity::Compare,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[],
-    },
-    Builtin {
-        name: "le",
-        arity: Arity::Compare,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        saved: &[],
-    },
-    Builtin {
-        name: "reduce_sum",
-        arity: Arity::Unary,
-        rule: ShapeRule::ReduceMode1,
-        accumulator_option: true,
-        saved: &[],
-    },
-    Builtin {
-        name: "reduce_max",
-        arity: Arity::Unary,
-        rule: ShapeRule::ReduceMode1,
-        accumulator_option: false,
-        saved: &[0],
-    },
-    Builtin {
-        name: "matmul",
-        arity: Arity::Tensors,
-        rule: ShapeRule::Contract,
-        accumulator_option: true,
-        saved: &[0, 1],
-    },
-    Builtin {
-        name: "select",
-        arity: Arity::Select,
-        rule: ShapeRule::Broadcast,
-        accumulator_option: false,
-        // The condition: the gradient of a branch is the cotangent where it was chosen.
-        saved: &[0],
-    },
-];
-
 /// The definitions of every built-in operation.
 pub(crate) fn definitions() -> Vec<OperationDefinition> {
-    BUILTINS.iter().filter_map(|b| definition(b).ok()).collect()
+    Builtin::ALL
+        .into_iter()
+        .filter_map(|b| definition(b).ok())
+        .collect()
 }
 
 /// The definition of one built-in: its schema and a resolver with a plan cache of its own.
-fn definition(builtin: &'static Builtin) -> Result<OperationDefinition> {
+fn definition(builtin: Builtin) -> Result<OperationDefinition> {
     let spec = OperandSpec::new;
-    let operands = match builtin.arity {
+    let operands = match builtin.spec().arity {
         Arity::Unary => vec![spec("x", OperandKind::Tensor, true)?],
         Arity::Tensors => vec![
             spec("lhs", OperandKind::Tensor, true)?,
@@ -253,7 +71,7 @@ fn definition(builtin: &'static Builtin) -> Result<OperationDefinition> {
             spec("b", OperandKind::Structural, false)?,
         ],
     };
-    let options = if builtin.accumulator_option {
+    let options = if builtin.spec().family.takes_accumulator() {
         vec![OptionSpec::new(
             "accumulator_dtype",
             Some(OptionValue::None),
@@ -264,7 +82,7 @@ fn definition(builtin: &'static Builtin) -> Result<OperationDefinition> {
     let schema = OperationSchema::new(operands, options)?;
     let plans = PlanCache::default();
     let resolve: Box<ResolveFn> = Box::new(move |call| resolve(builtin, &plans, call));
-    Ok(OperationDefinition::builtin(builtin.name, schema, resolve))
+    Ok(OperationDefinition::of_builtin(builtin, schema, resolve))
 }
 
 /// An operand as far as planning can tell it apart: a tensor's dtype, or a weak scalar's
@@ -358,11 +176,12 @@ impl PlanCache {
 /// Resolves a call of `builtin`: its plan (from `plans` when seen before), the result shape
 /// by the built-in's shape rule, and the operands saved for its gradient.
 fn resolve(
-    builtin: &Builtin,
+    builtin: Builtin,
     plans: &PlanCache,
     call: &BoundOperationCall,
 ) -> Result<ResolvedInvocation> {
-    let name = builtin.name;
+    let name = builtin.name();
+    let spec = builtin.spec();
     for tensor in call.operands().iter().filter_map(Operand::as_tensor) {
         if tensor.carrier().is_released() {
             return Err(Error::Runtime(format!(
@@ -392,7 +211,7 @@ fn resolve(
                     Operand::Scalar(v) => PlanOperand::Scalar(*v),
                 })
                 .collect();
-            let plan = resolve_operation_plan(name, &plan_operands, accumulator)?;
+            let plan = plan_builtin(builtin, &plan_operands, accumulator)?;
             if let Some(key) = key {
                 plans.insert(key, &plan);
             }
@@ -404,7 +223,7 @@ fn resolve(
         .iter()
         .filter_map(Operand::as_tensor)
         .map(Tensor::shape);
-    let shape = match builtin.rule {
+    let shape = match spec.rule {
         ShapeRule::Broadcast => broadcast_shapes(name, shapes)?,
         ShapeRule::ReduceMode1 => {
             let Some(shape) = shapes.next() else {
@@ -419,7 +238,7 @@ fn resolve(
             contracted_shape(name, lhs, rhs)?
         }
     };
-    let saved = builtin.saved.iter().copied().filter(|&i| {
+    let saved = spec.saved.iter().copied().filter(|&i| {
         call.operands()
             .get(i)
             .and_then(Operand::as_tensor)
@@ -443,7 +262,7 @@ fn is_column_major_of(layout: &Layout, shape: &Shape) -> bool {
     layout.shape() == shape && layout.is_column_major()
 }
 
-/// The broadcast of `shapes` (semantics-operations.md §2b): identical nesting profiles, and
+/// The broadcast of `shapes` (docs/operations.md, Broadcasting): identical nesting profiles, and
 /// per leaf equal extents or one of them 1; no rank alignment.
 fn broadcast_shapes<'a>(name: &str, shapes: impl IntoIterator<Item = &'a Shape>) -> Result<Shape> {
     let mut shapes = shapes.into_iter();

@@ -1,0 +1,87 @@
+//! `neg`, `abs`, `exp`, `log`, `sqrt`, `tanh`, `sigmoid` and `relu`: specs and gradient
+//! rules.
+
+use crate::operation::builtin::spec::{Arity, BuiltinSpec, ShapeRule};
+use crate::operation::builtin::vjp::{BuiltinVjp, Grads};
+use crate::operation::planning::Family;
+use crate::ops;
+
+/// The spec of a unary elementwise built-in of `family` with gradient rule `vjp`.
+const fn unary(family: Family, saved: &'static [usize], vjp: super::spec::VjpRule) -> BuiltinSpec {
+    BuiltinSpec {
+        arity: Arity::Unary,
+        rule: ShapeRule::Broadcast,
+        family,
+        saved,
+        vjp: Some(vjp),
+        shapes_only: false,
+    }
+}
+
+/// `neg`: the negated cotangent.
+pub(super) const NEG: BuiltinSpec = unary(Family::SignChange, &[], neg_vjp);
+
+fn neg_vjp(step: &BuiltinVjp<'_>) -> Grads {
+    step.one(ops::neg(step.g())?)
+}
+
+/// `abs`: the cotangent signed like `x`, and 0 where `x` is 0.
+pub(super) const ABS: BuiltinSpec = unary(Family::SignChange, &[0], abs_vjp);
+
+fn abs_vjp(step: &BuiltinVjp<'_>) -> Grads {
+    let (g, x) = (step.g(), step.x()?);
+    let signed = ops::select(&ops::lt(x, 0.0)?, ops::neg(g)?, g)?;
+    step.one(ops::select(&ops::eq(x, 0.0)?, 0.0, &signed)?)
+}
+
+/// `exp`: `g · exp(x)`.
+pub(super) const EXP: BuiltinSpec = unary(Family::Transcendental, &[0], exp_vjp);
+
+fn exp_vjp(step: &BuiltinVjp<'_>) -> Grads {
+    step.one(ops::mul(step.g(), &ops::exp(step.x()?)?)?)
+}
+
+/// `log`: `g / x`.
+pub(super) const LOG: BuiltinSpec = unary(Family::Transcendental, &[0], log_vjp);
+
+fn log_vjp(step: &BuiltinVjp<'_>) -> Grads {
+    step.one(ops::div(step.g(), step.x()?)?)
+}
+
+/// `sqrt`: `g / (2·sqrt(x))`.
+pub(super) const SQRT: BuiltinSpec = unary(Family::Transcendental, &[0], sqrt_vjp);
+
+fn sqrt_vjp(step: &BuiltinVjp<'_>) -> Grads {
+    step.one(ops::div(step.g(), &ops::mul(&ops::sqrt(step.x()?)?, 2.0)?)?)
+}
+
+/// `tanh`: `g · (1 − tanh²(x))`.
+pub(super) const TANH: BuiltinSpec = unary(Family::Transcendental, &[0], tanh_vjp);
+
+fn tanh_vjp(step: &BuiltinVjp<'_>) -> Grads {
+    let x = step.x()?;
+    // 1 − tanh² = 4 / (eˣ + e⁻ˣ)², which needs no tensor-scalar addition.
+    let twice_cosh = ops::add(&ops::exp(x)?, &ops::exp(&ops::neg(x)?)?)?;
+    step.one(ops::div(
+        &ops::mul(step.g(), 4.0)?,
+        &ops::elementwise_mul(&twice_cosh, &twice_cosh)?,
+    )?)
+}
+
+/// `sigmoid`: `g · s · (1 − s)` with `s = sigmoid(x)`.
+pub(super) const SIGMOID: BuiltinSpec = unary(Family::Transcendental, &[0], sigmoid_vjp);
+
+fn sigmoid_vjp(step: &BuiltinVjp<'_>) -> Grads {
+    let s = ops::sigmoid(step.x()?)?;
+    step.one(ops::mul(
+        step.g(),
+        &ops::sub(&s, &ops::elementwise_mul(&s, &s)?)?,
+    )?)
+}
+
+/// `relu`: the cotangent where `x > 0`, else 0.
+pub(super) const RELU: BuiltinSpec = unary(Family::Relu, &[0], relu_vjp);
+
+fn relu_vjp(step: &BuiltinVjp<'_>) -> Grads {
+    step.one(ops::select(&ops::le(step.x()?, 0.0)?, 0.0, step.g())?)
+}
