@@ -1,6 +1,6 @@
 //! Definition-backed dispatch against the CPU carrier, measured in the same run
-//! (performance.md): the tiny op — a 4-element f32 `neg` through the public API — on the
-//! example Device carrier (`examples/device_carrier/mod.rs`), where the kernel pack's
+//! (docs/performance-targets.md): the tiny op — a 4-element f32 `neg` through the public
+//! API — on the example Device carrier (`examples/device_carrier/mod.rs`), where the kernel pack's
 //! optimized pattern runs it synchronously, against the same op on the CPU carrier
 //! (target ≤ 1.5×).
 //!

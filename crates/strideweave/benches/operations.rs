@@ -1,4 +1,4 @@
-//! Operation speed against baselines measured in the same run (performance.md):
+//! Operation speed against baselines measured in the same run (docs/performance-targets.md):
 //!
 //! - `tiny_add`: a 4-element f32 `add` through the public API on CPU against a bare `Vec`
 //!   allocation plus a 4-element add (target ≤ 6×);

@@ -1,6 +1,6 @@
-//! Out-of-core tiled work (performance.md: "tiled (TiledEvictable) work over a tensor 4×
-//! larger than its primary tier ≥ 0.7× the secondary tier's sequential read bandwidth, by
-//! overlapping transfers with compute").
+//! Out-of-core tiled work (docs/performance-targets.md, "out-of-core tiled work": over a
+//! tensor 4× larger than its primary tier, at least 0.7× the secondary tier's sequential read
+//! bandwidth, by overlapping transfers with compute).
 //!
 //! A 64 MiB Float32 tensor (4096 × 4096, column-major) lives in a full FileBacked secondary
 //! tier, in 16 tiles of 4096 × 256 (4 MiB each, contiguous in the file); the CPU primary tier

@@ -1,7 +1,7 @@
 //! The one error type of the runtime.
 //!
 //! The seed is written against a dynamic language whose exceptions (`TypeError`,
-//! `ValueError`, ...) become [`ErrorKind`]s here (architecture.md §3). Every error carries a
+//! `ValueError`, ...) become [`ErrorKind`]s here (docs/errors.md). Every error carries a
 //! message that names the class, field or value at fault; the two structured errors of the
 //! seed, `UnsupportedOperationPlan` and `ProviderContractError`, are variants of their own.
 

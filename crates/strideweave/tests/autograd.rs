@@ -1,4 +1,4 @@
-//! Reverse-mode autograd (semantics-operations.md §3 and §8 scenarios 8–13): recording,
+//! Reverse-mode autograd (docs/autograd.md; docs/operations.md, Worked examples 8–13): recording,
 //! backward, grad, cotangent rules, graph release, version checks, failure atomicity, and a
 //! finite-difference check of every differentiable operation.
 

@@ -1,5 +1,5 @@
-//! Class-level capability declaration (semantics-carriers.md §5 and §10 item 8, the parts
-//! that do not need operation plans).
+//! Class-level capability declaration (docs/carriers.md, Capabilities, and its
+//! Worked examples item 8, the parts that do not need operation plans).
 
 mod common;
 

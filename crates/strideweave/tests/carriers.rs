@@ -1,4 +1,4 @@
-//! Carrier scenarios of semantics-carriers.md §10 (1–5) and the CPU and FileBacked carriers
+//! Carrier examples 1–5 of docs/carriers.md, Worked examples, and the CPU and FileBacked carriers
 //! through the public API.
 
 use std::path::PathBuf;

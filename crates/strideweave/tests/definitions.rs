@@ -1,5 +1,5 @@
-//! Operation definitions, schemas, binding and resolution (semantics-operations.md §2a and
-//! §8 scenario 18).
+//! Operation definitions, schemas, binding and resolution (docs/operations.md,
+//! Operation definitions, and its Worked examples item 18).
 
 use strideweave::carriers::Cpu;
 use strideweave::operation::{

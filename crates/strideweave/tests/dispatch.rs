@@ -1,4 +1,5 @@
-//! Dispatch of calls on definition-free carriers (semantics-carriers.md §4, §10 item 7):
+//! Dispatch of calls on definition-free carriers (docs/carriers.md, Dispatch;
+//! Worked examples item 7):
 //! fresh operations with metadata, the capability gate, mixed classes, publication checks.
 
 mod common;

@@ -1,4 +1,5 @@
-//! Evictable (semantics-carriers.md §6, §10 items 10–12): construction order, ownership of
+//! Evictable (docs/tiers.md, Evictable; docs/carriers.md,
+//! Worked examples items 10–12): construction order, ownership of
 //! the tiers, residency, transitions, capability snapshot, lowered dispatch and autograd.
 
 mod common;

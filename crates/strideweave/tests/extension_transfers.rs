@@ -1,6 +1,6 @@
 //! Transfer routes of definition-backed carriers (carrier-extension spec, "Transfer routes
-//! expose exact preparation and submission") and `move_async` (semantics-operations.md §4,
-//! §8 scenario 17).
+//! expose exact preparation and submission") and `move_async` (docs/movement.md,
+//! Completion; docs/operations.md, Worked examples item 17).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,4 @@
-//! The blocking move (semantics-carriers.md §7, semantics-operations.md §4): check order,
+//! The blocking move (docs/movement.md, Moves and Routes): check order,
 //! routing by exact class pair, and failure atomicity under injected failures.
 
 mod common;

@@ -1,5 +1,5 @@
 //! The built-in operations on the Generic reference carrier (docs/kernel-semantics.md,
-//! semantics-operations.md §8 scenarios 2, 3, 5, 6 and 7), through the public API only.
+//! docs/operations.md, Worked examples items 2, 3, 5, 6 and 7), through the public API only.
 //!
 //! Every call goes through [`run`], which also checks that the result is fresh: one result,
 //! version 0, offset 0, the canonical layout of its shape, a carrier of its own with exactly

@@ -1,4 +1,5 @@
-//! Carrier scatter (semantics-carriers.md §3 and §10 item 6): atomic, all checks first.
+//! Carrier scatter (docs/carriers.md, Scatter, and Worked examples item 6): atomic, all checks
+//! first.
 
 mod common;
 

@@ -1,5 +1,5 @@
-//! Tensors over carriers: construction, element access and views (semantics-core.md §6–7,
-//! §9 items 14–17 at the tensor level).
+//! Tensors over carriers: construction, element access and views (docs/tensors.md;
+//! docs/layouts.md, Views, and Worked examples items 14–17 at the tensor level).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! TiledEvictable, phase 1 (semantics-operations.md §5; seed: "TiledEvictable SHALL be the only
+//! TiledEvictable, phase 1 (docs/tiers.md, TiledEvictable; seed: "TiledEvictable SHALL be the only
 //! definition-backed shipped carrier", scenarios "Derive composite dtype support from
 //! configured tiers" and "Query an absent residency facet"): construction order and rollback,
 //! dtype support, the tile map, element access, the residency vocabulary, promote/evict with
@@ -1061,7 +1061,7 @@ fn a_tier_claimed_by_a_pending_move_is_refused_and_the_other_tier_given_back() {
 
 #[test]
 fn scenario_21_tile_selection_and_tile_set_orders() {
-    // semantics-operations.md §8 item 21, with its numbers.
+    // docs/operations.md, Worked examples item 21, with its numbers.
     let selection = TileSelection::new(vec![vec![7, 2], vec![4, 9]]).unwrap();
     assert_eq!(
         selection.coordinates(),

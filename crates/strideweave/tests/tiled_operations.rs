@@ -1,8 +1,9 @@
-//! Tiled operations (semantics-operations.md §5: "Raw tiled operands: six central ops only
-//! (dense result on primary's class)"; seed scenario "Compose a definition-free compute
-//! carrier"): the composite provider's capabilities, the six operations on raw TiledEvictable
-//! operands against the same operations on dense tensors, broadcasting, refusals before any
-//! state change, gradients, fault injection, and out-of-core streaming with progress.
+//! Tiled operations (docs/tiers.md, Operations on raw tiled operands: the six central
+//! operations, with a dense result on the primary tier's class; seed scenario "Compose a
+//! definition-free compute carrier"): the composite provider's capabilities, the six
+//! operations on raw TiledEvictable operands against the same operations on dense tensors,
+//! broadcasting, refusals before any state change, gradients, fault injection, and out-of-core
+//! streaming with progress.
 
 mod common;
 
@@ -289,7 +290,7 @@ fn reduce_sum_matches_dense_over_every_tiling() {
 
 #[test]
 fn an_int32_reduction_narrows_only_its_total() {
-    // Scenario 2 of semantics-operations.md §8, one column per tile: the partial sums
+    // Item 2 of docs/operations.md, Worked examples, one column per tile: the partial sums
     // combine with the plan's own exact accumulation.
     let primary = Cpu::from_i32(&[2147483647, 1, -1], true).unwrap();
     let secondary = Cpu::from_i32(&[], true).unwrap();

@@ -1,7 +1,8 @@
-//! TiledEvictable, phase 2a (semantics-operations.md §5): `project` and `scatter` — the compact
-//! map, tile-footprint compatibility, destinations, tile states and versions, the completion
-//! handles, gradients (analytic and finite-difference, through compositions) and failure
-//! atomicity under injected tier faults. Scenario 22 of §8 is the first test.
+//! TiledEvictable, phase 2a (docs/tiers.md, project and scatter): `project` and `scatter` — the
+//! compact map, tile-footprint compatibility, destinations, tile states and versions, the
+//! completion handles, gradients (analytic and finite-difference, through compositions) and failure
+//! atomicity under injected tier faults. Item 22 of docs/operations.md, Worked
+//! examples, is the first test.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Batched `grad` (semantics-operations.md §3, `grad(..., batched=True)`): many cotangents
+//! Batched `grad` (docs/autograd.md, grad and grad_batched): many cotangents
 //! stacked along a leading batch mode, differentiated one pass each, the gradients stacked
 //! the same way.
 

@@ -1,5 +1,5 @@
 //! The backward engine shared by `Tensor::backward` and `autograd::grad`
-//! (semantics-operations.md §3; docs/autograd-design.md, "The engine").
+//! (docs/autograd.md, Backward; docs/autograd-design.md, "The engine").
 //!
 //! Iterative throughout (no recursion, so deep chains cannot overflow the stack). Nothing is
 //! assigned and no node is released unless the whole pass succeeded.

@@ -1,4 +1,4 @@
-//! Thread-local gradient recording mode (semantics-operations.md §3).
+//! Thread-local gradient recording mode (docs/autograd.md, Recording mode).
 
 use std::cell::Cell;
 use std::marker::PhantomData;

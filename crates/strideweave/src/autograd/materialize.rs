@@ -1,5 +1,5 @@
 //! Gradient buffers: fresh, detached storage of the target's exact carrier class
-//! (semantics-operations.md §3).
+//! (docs/autograd.md, Backward).
 
 use strideweave_layout::Layout;
 

@@ -1,4 +1,4 @@
-//! Reverse-mode automatic differentiation (semantics-operations.md §3). Graph construction
+//! Reverse-mode automatic differentiation (docs/autograd.md). Graph construction
 //! is framework-owned: carriers and providers never build nodes.
 //!
 //! Operations record a [`Node`] per call while recording is on ([`is_grad_enabled`]) and an

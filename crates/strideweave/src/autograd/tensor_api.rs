@@ -1,5 +1,5 @@
 //! The autograd surface of [`Tensor`]: requiring gradients, reading them, and running a
-//! backward pass (semantics-operations.md §3).
+//! backward pass (docs/autograd.md).
 
 use strideweave_layout::Layout;
 

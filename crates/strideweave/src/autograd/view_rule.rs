@@ -77,7 +77,7 @@ pub(crate) fn record_move(source: &Tensor, moved: &Tensor, grad_enabled: bool) {
     }
 }
 
-/// The backward rule of a move (semantics-operations.md §4, "Move autograd").
+/// The backward rule of a move (docs/autograd.md, Moves and copies).
 struct MoveRule;
 
 impl BackwardRule for MoveRule {

@@ -1,5 +1,5 @@
 //! The class-level capability declarations of definition-free carriers
-//! (semantics-carriers.md §5, "Independent carriers").
+//! (docs/carriers.md, Capabilities).
 //!
 //! Invariants:
 //! 1. A class declares its capabilities at most once, atomically; a rejected declaration
@@ -208,8 +208,8 @@ pub fn supports_operation_plan(class: CarrierClass, plan: &OperationPlan) -> boo
 
 /// Why `class` cannot execute `plan`, or `None` when it can.
 ///
-/// Two forms (semantics-carriers.md §5): "C declares no operation-plan capability for 'op'"
-/// when the class declares nothing for the operation, and "C declares no operation-plan
+/// Two forms (docs/carriers.md, Capabilities): "C declares no operation-plan capability for
+/// 'op'" when the class declares nothing for the operation, and "C declares no operation-plan
 /// capability for this 'op' plan: `<plan>`" when it declares other plans of it.
 pub fn unsupported_plan_reason(class: CarrierClass, plan: &OperationPlan) -> Option<String> {
     let declaration = declaration(class);

@@ -66,7 +66,7 @@ pub trait CarrierType: 'static {
     const KIND: ClassKind = ClassKind::Independent;
 }
 
-/// The identity of one exact carrier class (architecture.md §3, "exact class").
+/// The identity of one exact carrier class (docs/carriers.md, Carrier classes).
 ///
 /// Two classes are equal only when they are the same class: there is no inheritance to
 /// traverse, so a registry keyed by `CarrierClass` never consults a "base". Rust carrier

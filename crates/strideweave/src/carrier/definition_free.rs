@@ -104,7 +104,7 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
     /// succeeds. A class whose writes can fail midway (a block device, where a failed
     /// direct-I/O transfer may have changed some bytes) answers true, so that a failed write
     /// still moves the version by one and tensors saved for gradients notice the possible
-    /// change (semantics-carriers.md §8). The default, false, counts successful writes only.
+    /// change (docs/carriers.md, Block devices). The default, false, counts successful writes only.
     fn versions_at_transfer_start(&self) -> bool {
         false
     }

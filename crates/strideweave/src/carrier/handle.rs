@@ -37,8 +37,8 @@ struct Inner<B: ?Sized = dyn ErasedCarrier> {
 /// A flat run of slots of one dtype, and the authority over the tensors it backs.
 ///
 /// Cloning is cheap and shares the carrier. The framework owns its exact class, dtype,
-/// intrinsic mutability, version, release state, ownership and claims (semantics-carriers.md
-/// §1):
+/// intrinsic mutability, version, release state, ownership and claims (docs/carriers.md,
+/// The carrier handle):
 ///
 /// 1. the version moves by exactly 1 per successful public write and never on allocation,
 ///    construction, release or a failed write;

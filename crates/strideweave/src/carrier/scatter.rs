@@ -1,4 +1,4 @@
-//! Carrier scatter (semantics-carriers.md §3): element `i` of a source tensor goes to slot
+//! Carrier scatter (docs/carriers.md, Scatter): element `i` of a source tensor goes to slot
 //! `destination.offset + mapping_offset + mapping(i)` of the receiving carrier, atomically.
 
 use strideweave_layout::Layout;

@@ -1,5 +1,5 @@
 //! `Evictable`: a definition-free dependent carrier over a primary and a secondary tier
-//! (semantics-carriers.md §6).
+//! (docs/tiers.md, Evictable).
 //!
 //! Invariants:
 //! 1. The Evictable owns both tiers (two [`OwnershipToken`]s) from construction until it is

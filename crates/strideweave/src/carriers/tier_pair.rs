@@ -1,5 +1,5 @@
 //! The construction checks every tier carrier (Evictable, TiledEvictable) makes of its two
-//! tiers, in the order semantics-carriers.md §6 gives them.
+//! tiers, in the order docs/tiers.md gives them (Evictable, Construction).
 
 use crate::carrier::Carrier;
 use crate::error::{Error, Result};

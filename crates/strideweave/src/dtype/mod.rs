@@ -1,6 +1,6 @@
 //! DTypes: the process-global registry of element types, and the scalar [`Value`].
 //!
-//! A [`DType`] is a `Copy` handle compared by **identity** (semantics-core.md §8): the
+//! A [`DType`] is a `Copy` handle compared by **identity** (docs/tensors.md, DTypes): the
 //! built-ins are associated consts ([`DType::FLOAT32`], [`DType::ANY`], ...) pointing at
 //! `static` descriptors, and extensions are registered once, under a unique name, for the
 //! life of the process. Every dtype is either a category ([`DTypeCategory`]: `Any` ⊃
@@ -34,7 +34,7 @@
 //! # Ok::<(), strideweave::Error>(())
 //! ```
 
-// The handle lives in `dtype.rs` by the one-concept-per-file convention (style.md §6).
+// The handle lives in `dtype.rs` (docs/conventions.md, One concept per file).
 #[allow(clippy::module_inception)]
 mod dtype;
 mod registry;

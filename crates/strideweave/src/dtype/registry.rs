@@ -5,7 +5,7 @@
 //! 2. Registration is atomic: the duplicate check and the insertion happen under one write
 //!    lock, so a race between registrations of one name has exactly one winner, and a failed
 //!    registration changes nothing.
-//! 3. The built-ins come first in [`DType::registered`], in the order of semantics-core.md §8;
+//! 3. The built-ins come first in [`DType::registered`], in the order of docs/tensors.md, DTypes;
 //!    extensions follow in registration order.
 //! 4. Descriptors live for the whole process: built-ins are `static`s, extensions are leaked
 //!    with `Box::leak` once their registration has succeeded.

@@ -1,4 +1,4 @@
-//! Storage-dtype helpers for carriers (semantics-carriers.md §1 "Helpers").
+//! Storage-dtype helpers for carriers (docs/carriers.md, Storage dtypes).
 //!
 //! A carrier declares the dtypes it can store as a list of [`DType`]s; membership is by
 //! identity, so a category, a dtype merely named like an accepted one, or any dtype not in the

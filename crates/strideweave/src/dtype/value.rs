@@ -1,6 +1,6 @@
 //! The public scalar [`Value`] and the per-dtype normalization of scalars written to storage.
 //!
-//! Normalization follows semantics-carriers.md §2 (Generic): a carrier stores exactly what
+//! Normalization follows docs/tensors.md, Values and normalization: a carrier stores exactly what
 //! [`DType::normalize`] returns, so `Float32` slots hold binary32-rounded values (widened back
 //! to `f64`), `Int32`/`Int8` slots hold range-checked integers and `Bool` slots hold exact
 //! booleans.

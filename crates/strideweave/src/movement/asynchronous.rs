@@ -22,7 +22,7 @@ use crate::tensor::Tensor;
 /// The handle of a move started by [`move_async`]: cheap to clone, every clone observes the
 /// same terminal outcome.
 ///
-/// Semantics-operations.md §4: `done` and a blocking `wait`, thread-safe and idempotent —
+/// docs/movement.md, Completion: `done` and a blocking `wait`, thread-safe and idempotent —
 /// every wait returns the same tensor object ([`Tensor::same_as`]) or an equal error. There is
 /// no cancellation and no coroutine protocol; dropping every handle neither cancels nor
 /// blocks the move, which still reaches its terminal outcome and releases its claims.
@@ -55,7 +55,7 @@ enum Route {
 /// Starts moving `tensor` into `destination`: the result is the tensor at offset 0 of
 /// `destination` with the same layout, and the source carrier is released at commit.
 ///
-/// Every check runs before anything is claimed, in this order (semantics-operations.md §4):
+/// Every check runs before anything is claimed, in this order (docs/movement.md, Moves):
 /// source released, owned or claimed (Runtime); destination is the source (Value);
 /// destination released, claimed, immutable or owned (Runtime); dtypes differ (Type);
 /// destination too small and unable to grow (Value). Then the route is chosen by the exact

@@ -1,4 +1,4 @@
-//! Block-device movement (semantics-carriers.md §8): the bulk routes CPU ↔
+//! Block-device movement (docs/carriers.md, Block devices): the bulk routes CPU ↔
 //! BlockDeviceCarrier, aligned direct I/O of the tensor's `cosize` slots, and the rule that
 //! every other pair with a BlockDeviceCarrier end is NotImplemented rather than copied
 //! elementwise.

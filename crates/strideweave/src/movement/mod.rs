@@ -1,5 +1,5 @@
 //! Movement: copying a tensor to another carrier and releasing the source
-//! (semantics-operations.md §4, semantics-carriers.md §7), and its non-destructive sibling.
+//! (docs/movement.md), and its non-destructive sibling.
 //!
 //! Routes are chosen by the exact `(source class, destination class)` pair in the
 //! [`registry`]; a pair without a registered [`MoveOperation`] uses

@@ -1,5 +1,5 @@
 //! Capability records: the exact operation plans a carrier class can execute
-//! (semantics-carriers.md §5).
+//! (docs/carriers.md, Capabilities).
 
 use std::cmp::Ordering;
 use std::fmt;

@@ -1,5 +1,5 @@
 //! `Operation`: one dispatched computation, as a definition-free carrier's dispatch hook
-//! returns it (semantics-carriers.md §4).
+//! returns it (docs/carriers.md, Dispatch).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};

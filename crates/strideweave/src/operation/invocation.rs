@@ -1,5 +1,5 @@
-//! Bound calls, result specifications and resolved invocations (semantics-operations.md §2a):
-//! what a definition's `resolve` produces and what kernels execute.
+//! Bound calls, result specifications and resolved invocations (docs/operations.md, Operation
+//! definitions): what a definition's `resolve` produces and what kernels execute.
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! Dtype plans: how an operation computes on given operand dtypes
-//! (semantics-operations.md §1). A plan is value-independent, immutable and hashable; a
+//! (docs/operations.md, Dtype planning). A plan is value-independent, immutable and hashable; a
 //! carrier's capabilities are the plans it executes.
 
 use std::cmp::Ordering;
@@ -29,7 +29,7 @@ impl OperandRole {
     }
 }
 
-/// The arithmetic an operation computes in (semantics-operations.md §1).
+/// The arithmetic an operation computes in (docs/operations.md, Dtype planning).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Arithmetic {
     /// IEEE binary32, round to nearest even, no FMA or reassociation.
@@ -51,7 +51,7 @@ impl Arithmetic {
     }
 }
 
-/// How a reduction accumulates (semantics-operations.md §1).
+/// How a reduction accumulates (docs/operations.md, Dtype planning).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Accumulation {
     /// In the accumulator dtype, any order.
@@ -157,7 +157,7 @@ impl OperandPlan {
 /// compute arithmetic, the accumulation of a reduction and the output dtype.
 ///
 /// Immutable, hashable and cheap to clone. Plans sort by the string tuple `(operation,
-/// operands, compute, accumulation, accumulator dtype, output)` (semantics-carriers.md §5),
+/// operands, compute, accumulation, accumulator dtype, output)` (docs/carriers.md, Capabilities),
 /// the deterministic order of every capability list.
 #[derive(Clone, Eq)]
 pub struct OperationPlan {
@@ -280,7 +280,7 @@ impl OperationPlan {
         self.inner.output
     }
 
-    /// The deterministic sort key (semantics-carriers.md §5).
+    /// The deterministic sort key (docs/carriers.md, Capabilities).
     fn order_key(&self) -> [String; 6] {
         [
             self.inner.operation.to_string(),

@@ -1,5 +1,5 @@
 //! Operation schemas: the operands and options an operation takes
-//! (semantics-operations.md §2a).
+//! (docs/operations.md, Operation definitions).
 
 use std::sync::Arc;
 

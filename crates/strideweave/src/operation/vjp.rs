@@ -1,4 +1,4 @@
-//! The backward rule of a custom operation (semantics-operations.md §2a, "Autograd").
+//! The backward rule of a custom operation (docs/autograd.md, Custom operations).
 
 use std::sync::Arc;
 

@@ -27,7 +27,7 @@ struct Inner {
 }
 
 /// A tensor: the value at coordinate `c` is `carrier[offset + layout(c)]`
-/// (semantics-core.md §6).
+/// (docs/tensors.md, Representation).
 ///
 /// Cloning is cheap and keeps the identity ([`Tensor::same_as`]); views share the carrier and
 /// therefore its version. Construction validates, in order, that the carrier's dtype has a
@@ -66,7 +66,7 @@ impl Tensor {
     ) -> Result<Tensor> {
         let dtype = carrier.dtype();
         if dtype.is_category() {
-            // A category has no storage schema (semantics-core.md §8).
+            // A category has no storage schema (docs/tensors.md, DTypes).
             dtype.storage_schema()?;
         }
         let cosize = layout.cosize();

@@ -1,4 +1,4 @@
-//! Zero-copy views (semantics-core.md §7): a fresh validated tensor over the same carrier,
+//! Zero-copy views (docs/layouts.md, Views): a fresh validated tensor over the same carrier,
 //! whose version it shares. Each view is the layout algebra of `strideweave_layout` plus the
 //! offset; a view of a tensor that requires gradients is recorded in the graph.
 

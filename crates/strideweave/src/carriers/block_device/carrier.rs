@@ -168,7 +168,7 @@ impl DefinitionFreeCarrier for BlockDeviceCarrier {
         false
     }
 
-    /// A write is counted when its transfer starts (semantics-carriers.md §8): a transfer
+    /// A write is counted when its transfer starts (docs/carriers.md, Block devices): a transfer
     /// that fails midway may have changed bytes on the device.
     fn versions_at_transfer_start(&self) -> bool {
         true

@@ -870,7 +870,7 @@ mod tests {
             )),
             "{message}"
         );
-        // The write was counted when its transfer started (semantics-carriers.md §8).
+        // The write was counted when its transfer started (docs/carriers.md, Block devices).
         assert_eq!(carrier.version(), 1);
         assert!(device.is_faulted());
         for error in [

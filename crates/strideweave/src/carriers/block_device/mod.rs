@@ -1,6 +1,6 @@
 //! Block devices: [`BlockDevice`], a handle to an opened Linux block device node, and
 //! [`BlockDeviceCarrier`], the storage-only carrier of Float32 slots it allocates
-//! (semantics-carriers.md §8). Both stay on the definition-free legacy allocation path: the
+//! (docs/carriers.md, Block devices). Both stay on the definition-free legacy allocation path: the
 //! device is a resource that makes carriers, not a carrier or a storage provider.
 //!
 //! ```text

@@ -1,8 +1,8 @@
 //! `InlineSlots`: the slots of a small CPU carrier, kept inside the carrier and read without
 //! a lock.
 //!
-//! A tiny result (performance.md, "tiny-op dispatch") should cost one allocation and no
-//! locked instruction to read. Up to [`INLINE_BYTES`] bytes therefore live in atomic words
+//! A tiny result (docs/performance-targets.md, "tiny-op dispatch") should cost one allocation and
+//! no locked instruction to read. Up to [`INLINE_BYTES`] bytes therefore live in atomic words
 //! inside the carrier body, guarded by a sequence lock:
 //!
 //! - a reader copies the words between two loads of the sequence and retries when a write

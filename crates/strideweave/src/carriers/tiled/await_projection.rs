@@ -6,12 +6,12 @@ use crate::tensor::Tensor;
 
 /// The completion handle of [`TiledEvictable::project`](crate::carriers::TiledEvictable::project).
 ///
-/// Semantics-operations.md §5: `project` returns `AwaitProjection`. Like every completion of the
-/// carrier extension it is a blocking [`ProviderCompletion`], never a `Future`: `done()` is true
-/// exactly once the projection is terminal, and `wait()` blocks until then and returns the
+/// `project` returns `AwaitProjection` (docs/tiers.md, project and scatter). Like every completion
+/// of the carrier extension it is a blocking [`ProviderCompletion`], never a `Future`: `done()` is
+/// true exactly once the projection is terminal, and `wait()` blocks until then and returns the
 /// compact tensor — the same tensor object ([`Tensor::same_as`]) on every call and from every
-/// thread — or the projection's error, equal on every call. Cloning shares the outcome;
-/// dropping every handle cancels nothing.
+/// thread — or the projection's error, equal on every call. Cloning shares the outcome; dropping
+/// every handle cancels nothing.
 ///
 /// Today the gather runs at submission, so the handle is terminal when `project` returns;
 /// the handle is the contract that lets a later out-of-core gather finish asynchronously.

@@ -159,13 +159,13 @@ impl ResidencyRequest {
 
 /// The completion handle of `TiledEvictable::promote_async` / `evict_async`.
 ///
-/// Semantics-operations.md §5: residency requests return `AwaitResidency`; like every
-/// completion of the carrier extension it is a blocking [`ProviderCompletion`], never a
-/// `Future`. `done()` is true exactly once the request is terminal (polling it commits a
-/// request whose tier moves have all finished); `wait()` blocks until then and returns `Ok(())`
-/// or the request's error, the same on every call and from every thread. Cloning shares the
-/// request. Dropping every handle does not cancel it: the tiles stay pending until the next
-/// access, clash check or wait commits it.
+/// Residency requests return `AwaitResidency` (docs/tiers.md, Tile state and residency); like every
+/// completion of the carrier extension it is a blocking [`ProviderCompletion`], never a `Future`.
+/// `done()` is true exactly once the request is terminal (polling it commits a request whose tier
+/// moves have all finished); `wait()` blocks until then and returns `Ok(())` or the request's
+/// error, the same on every call and from every thread. Cloning shares the request. Dropping every
+/// handle does not cancel it: the tiles stay pending until the next access, clash check or wait
+/// commits it.
 #[derive(Clone)]
 pub struct AwaitResidency {
     request: Arc<ResidencyRequest>,

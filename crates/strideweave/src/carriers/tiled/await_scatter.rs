@@ -5,7 +5,8 @@ use crate::error::Result;
 use crate::tensor::Tensor;
 
 /// The completion handle of [`TiledEvictable::scatter`](crate::carriers::TiledEvictable::scatter)
-/// (the semantics' `AwaitMove` returned by `scatter`).
+/// (docs/tiers.md, project and scatter; a move-like handle, as docs/movement.md, Completion,
+/// describes).
 ///
 /// A blocking [`ProviderCompletion`], never a `Future`, with the contract of
 /// [`MoveHandle`](crate::movement::MoveHandle): `done()` is true exactly once the scatter is

@@ -1,5 +1,5 @@
 //! [`CompactMap`]: how a [`TileSelection`] lays the selected tiles of a TiledEvictable out as
-//! one dense compact tensor (semantics-operations.md §5, `project` / `scatter`).
+//! one dense compact tensor (docs/tiers.md, project and scatter).
 
 use strideweave_layout::Shape;
 

@@ -1,4 +1,4 @@
-//! TiledEvictable and its residency vocabulary (semantics-operations.md §5; issue #7,
+//! TiledEvictable and its residency vocabulary (docs/tiers.md, TiledEvictable; issue #7,
 //! deliverable 2, phase 1): the carrier, tile states, tile selections and sets, residency
 //! plans and policies, the residency facet and its completion handle.
 //!

@@ -1,5 +1,5 @@
 //! `TiledEvictable::project`: gathering selected tiles into one dense compact tensor
-//! (semantics-operations.md §5), and [`ProjectRule`], its backward rule.
+//! (docs/tiers.md, project and scatter), and [`ProjectRule`], its backward rule.
 
 use std::slice;
 
@@ -25,7 +25,7 @@ enum Target {
 
 impl TiledEvictable {
     /// Starts gathering the tiles `selection` picks from `tensor` into one dense compact
-    /// tensor and returns its completion handle (semantics-operations.md §5).
+    /// tensor and returns its completion handle (docs/tiers.md, project and scatter).
     ///
     /// The compact tensor has shape `count[a] · tile[a]` per axis (`count[a]` the indices
     /// the selection picks on axis `a`) and the canonical column-major layout, at offset 0 of
@@ -116,7 +116,8 @@ impl TiledEvictable {
     }
 
     /// Checks that `tensor` is tile-footprint compatible with its TiledEvictable, the
-    /// precondition of every full-tensor TiledEvictable API (semantics-operations.md §5).
+    /// precondition of every full-tensor TiledEvictable API (docs/tiers.md, Tile-footprint
+    /// compatibility).
     ///
     /// Compatible: one top-level mode per grid axis, mode `a` of size `grid[a] · tile[a]`,
     /// and each logical tile (the coordinates `c` with `c / tile = T`) maps injectively onto

@@ -56,13 +56,13 @@ impl TileResidency {
             })?
     }
 
-    /// The state of the tile at `coord` (semantics §5 `tile_state`): Value for a wrong rank,
-    /// Index outside the grid.
+    /// The state of the tile at `coord` (docs/tiers.md, Tile state and residency): Value for a
+    /// wrong rank, Index outside the grid.
     pub fn tile_state(&self, carrier: &Carrier, coord: &[usize]) -> Result<TileState> {
         TileResidency::table(carrier)?.tile_state(coord)
     }
 
-    /// The tiles at `location` (semantics §5 `*_tiles`).
+    /// The tiles at `location` (docs/tiers.md, Tile state and residency).
     pub fn tiles_at(&self, carrier: &Carrier, location: TileLocation) -> Result<TileSet> {
         Ok(TileResidency::table(carrier)?.tiles_where(|e: &TileEntry| e.location == location))
     }

@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 /// Three disjoint tile sets: tiles to promote to the primary tier, tiles to keep there, and
 /// tiles to evict to the secondary tier.
 ///
-/// Semantics-operations.md §5: `ResidencyPlan(promote, retain, evict)` with disjoint sets
-/// (ValueError otherwise). An immutable record.
+/// `ResidencyPlan(promote, retain, evict)` (docs/tiers.md, Tile state and residency) with disjoint
+/// sets (ValueError otherwise). An immutable record.
 ///
 /// ```
 /// use strideweave::carriers::{ResidencyPlan, TileSet};
@@ -100,9 +100,9 @@ pub enum ResidencyPurpose {
 
 /// A strategy choosing which tiles to keep on the primary tier.
 ///
-/// Semantics-operations.md §5: `ResidencyPolicy.plan(required, purpose)` **only optimizes**:
-/// the framework corrects every plan so that the required tiles end up resident and are never
-/// evicted, whatever the policy answers (see `TiledEvictable::plan_residency`). A policy can
+/// `ResidencyPolicy.plan(required, purpose)` **only optimizes** (docs/tiers.md, Tile state and
+/// residency): the framework corrects every plan so that the required tiles end up resident and are
+/// never evicted, whatever the policy answers (see `TiledEvictable::plan_residency`). A policy can
 /// therefore add prefetches and evictions, never break correctness.
 ///
 /// ```

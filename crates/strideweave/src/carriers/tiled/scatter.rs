@@ -1,5 +1,6 @@
 //! `TiledEvictable::scatter`: writing a compact tensor's tiles into a fresh TiledEvictable
-//! shaped like a template (semantics-operations.md §5), and [`ScatterRule`], its backward rule.
+//! shaped like a template (docs/tiers.md, project and scatter), and [`ScatterRule`], its backward
+//! rule.
 
 use std::slice;
 
@@ -19,7 +20,7 @@ use crate::tensor::Tensor;
 impl TiledEvictable {
     /// Starts scattering the compact tensor `compact` into the tiles `selection` picks of a
     /// **fresh** TiledEvictable shaped like `template`, and returns its completion handle
-    /// (semantics-operations.md §5, `scatter(compact, template, selection, reduction)`).
+    /// (docs/tiers.md, project and scatter).
     ///
     /// The fresh TiledEvictable has the template's geometry, tier classes and policy; its
     /// tiers are fresh carriers of the template tiers' factories (the template carrier's

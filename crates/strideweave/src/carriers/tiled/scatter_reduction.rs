@@ -7,7 +7,7 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 
 /// How [`TiledEvictable::scatter`](crate::carriers::TiledEvictable::scatter) fills each
-/// selected tile (semantics-operations.md §5, `reduction="replace"|"add"`).
+/// selected tile (docs/tiers.md, project and scatter).
 ///
 /// ```
 /// use strideweave::carriers::ScatterReduction;
@@ -27,7 +27,7 @@ pub enum ScatterReduction {
 }
 
 impl ScatterReduction {
-    /// The semantics' spelling: `replace` or `add`.
+    /// The name it parses from: `replace` or `add`.
     pub fn name(self) -> &'static str {
         match self {
             ScatterReduction::Replace => "replace",

@@ -1,5 +1,6 @@
 //! [`TileFootprint`]: the tile-footprint compatibility every full-tensor TiledEvictable API
-//! demands (semantics-operations.md §5), and the logical-coordinate → slot map it certifies.
+//! demands (docs/tiers.md, Tile-footprint compatibility), and the logical-coordinate → slot map it
+//! certifies.
 
 use strideweave_layout::Layout;
 
@@ -9,8 +10,8 @@ use crate::tensor::Tensor;
 
 /// A tensor's placement over a TiledEvictable, checked to be tile-footprint compatible.
 ///
-/// Compatible means (semantics-operations.md §5): the tensor has one top-level mode per grid
-/// axis, mode `a` of size `logical[a]` (an integer coordinate of a nested mode is its
+/// Compatible means (docs/tiers.md, Tile-footprint compatibility): the tensor has one top-level
+/// mode per grid axis, mode `a` of size `logical[a]` (an integer coordinate of a nested mode is its
 /// colexicographic ordinal), and the slots `offset + layout(c)` of every logical tile `T` (the
 /// coordinates `c` with `c / tile = T`) are exactly the slots of carrier tile `T`, each once.
 /// A permutation inside a tile is fine; a tile spanning into another carrier tile (including

@@ -5,7 +5,7 @@ use crate::carriers::tiled::tile_table::TileEntry;
 use crate::error::{Error, Result};
 use crate::limits;
 
-/// The geometry of one TiledEvictable (semantics-operations.md §5).
+/// The geometry of one TiledEvictable (docs/tiers.md, Construction and geometry).
 ///
 /// Invariants:
 /// 1. `grid` and `tile` have the same rank ≥ 1 and every extent is ≥ 1;

@@ -8,10 +8,10 @@ use crate::error::{Error, Result};
 /// A per-axis selection of tile indices: the selected tiles are the cartesian product of the
 /// axes' index lists, in the order given (first axis fastest).
 ///
-/// Semantics-operations.md §5: `TileSelection(per_axis)` holds unique non-negative ints per axis
-/// and offers `coordinates`, `rank`, `compact_grid_shape` and `tile_set`. Non-negativity is
-/// enforced by the type system (`usize`). The later `project`/`scatter` phase uses
-/// [`compact_grid_shape`](TileSelection::compact_grid_shape) to size the compact tensor
+/// `TileSelection(per_axis)` (docs/tiers.md, Tile state and residency) holds unique non-negative
+/// ints per axis and offers `coordinates`, `rank`, `compact_grid_shape` and `tile_set`.
+/// Non-negativity is enforced by the type system (`usize`). The later `project`/`scatter` phase
+/// uses [`compact_grid_shape`](TileSelection::compact_grid_shape) to size the compact tensor
 /// (`count · tile` per axis). An immutable record; cloning shares the axes.
 ///
 /// ```

@@ -10,10 +10,10 @@ use crate::error::{Error, Result};
 /// A set of tile coordinates, all of one rank, sorted by their reversed tuple (the last axis
 /// most significant, so the first axis varies fastest, as everywhere in StrideWeave).
 ///
-/// Semantics-operations.md §5: `TileSet(coordinates=())` holds any set of coordinates; duplicates
-/// collapse. Coordinates are non-negative by construction (`usize`, enforced by the type
-/// system); whether they lie inside a carrier's grid is checked where the set is used (Index
-/// error). An immutable record; cloning shares the coordinates.
+/// `TileSet(coordinates=())` (docs/tiers.md, Tile state and residency) holds any set of
+/// coordinates; duplicates collapse. Coordinates are non-negative by construction (`usize`,
+/// enforced by the type system); whether they lie inside a carrier's grid is checked where the set
+/// is used (Index error). An immutable record; cloning shares the coordinates.
 ///
 /// ```
 /// use strideweave::carriers::TileSet;

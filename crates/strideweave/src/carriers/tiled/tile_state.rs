@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-/// Where the valid copy of one tile lives (semantics-operations.md §5: `tile_state(c).location`
-/// ∈ primary | secondary | implicit | invalid).
+/// Where the valid copy of one tile lives (docs/tiers.md, Tile state and residency:
+/// `tile_state(c).location()` is primary, secondary, implicit or invalid).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TileLocation {
     /// The valid copy lives on the primary (fast) tier.
@@ -36,8 +36,8 @@ impl fmt::Display for TileLocation {
 
 /// The state of one tile: its [`TileLocation`], whether it is valid, and whether it is dirty.
 ///
-/// Semantics-operations.md §5: `tile_state(c)` reports `location` plus `valid` and `dirty`.
-/// Invariants:
+/// docs/tiers.md, Tile state and residency: `tile_state(c)` reports `location` plus `valid` and
+/// `dirty`. Invariants:
 /// 1. `valid` is true exactly when the location is not [`TileLocation::Invalid`];
 /// 2. `dirty` means the tile was written through the TiledEvictable since it was seeded or
 ///    last evicted (an eviction writes the contents back to the secondary tier and clears it;

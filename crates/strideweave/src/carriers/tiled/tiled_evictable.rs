@@ -1,5 +1,5 @@
 //! `TiledEvictable`: the shipped definition-backed dependent carrier spreading a tensor's tiles
-//! over a primary (fast) and a secondary (slow) tier (semantics-operations.md §5).
+//! over a primary (fast) and a secondary (slow) tier (docs/tiers.md, TiledEvictable).
 
 use std::sync::Arc;
 
@@ -74,7 +74,7 @@ impl TiledEvictable {
     /// A TiledEvictable over `primary` and `secondary` with `grid_shape` tiles of
     /// `tile_shape`, optionally steered by `policy`; it owns both tiers afterwards.
     ///
-    /// Checks, in order (semantics-operations.md §5, mirroring `Evictable::carrier`):
+    /// Checks, in order (docs/tiers.md, Construction and geometry; mirroring `Evictable::carrier`):
     /// 1. `grid_shape` and `tile_shape`: at least one axis, the same rank, extents ≥ 1, sizes
     ///    that fit `usize` (Value);
     /// 2. the same carrier twice (Value);
@@ -196,11 +196,11 @@ impl TiledEvictable {
 
     /// Starts promoting `tiles` to the primary tier and returns its completion handle.
     ///
-    /// Semantics-operations.md §5: idempotent (a primary or implicit tile is left as it is),
-    /// no autograd node, the carrier's version never moves. Each secondary tile is copied
+    /// Idempotent (docs/tiers.md, Tile state and residency): a primary or implicit tile is left as
+    /// it is, no autograd node, the carrier's version never moves. Each secondary tile is copied
     /// into a fresh carrier of the primary tier's factory — by the tiers' public movement
-    /// (`move_async`, which releases the secondary copy at its commit), or element by element
-    /// for a tile still in the secondary seed tier — and the secondary copy is dropped.
+    /// (`move_async`, which releases the secondary copy at its commit), or element by element for a
+    /// tile still in the secondary seed tier — and the secondary copy is dropped.
     ///
     /// Errors returned here, with nothing changed: not a TiledEvictable (NotImplemented); a
     /// wrong rank (Value) or a tile outside the grid (Index); a released carrier, an invalid

@@ -63,7 +63,7 @@ pub(crate) enum TileSource {
 /// and a snapshot of where each tile's valid copy was when the operation was prepared.
 ///
 /// Invariants: every tile was valid and not in a pending residency request at the snapshot;
-/// the tensor is tile-footprint compatible (semantics-operations.md §5).
+/// the tensor is tile-footprint compatible (docs/tiers.md, Tile-footprint compatibility).
 pub(crate) struct TiledOperand {
     tensor: Tensor,
     table: Arc<TileTable>,
