@@ -54,16 +54,25 @@ pub type Result<T, E = LayoutError> = std::result::Result<T, E>;
 pub const QUOTE_LIMIT: usize = 64;
 
 /// Input text as an error message quotes it: in double quotes with control characters,
-/// quotes and backslashes escaped (as `{:?}` does), cut after [`QUOTE_LIMIT`] characters with
-/// `…` and the full length in characters.
+/// quotes and backslashes escaped (as `{:?}` does), cut once the escaped text would pass
+/// [`QUOTE_LIMIT`] characters, then `…` and the full length in characters. The quote is
+/// therefore bounded however many characters need escaping.
 pub(crate) fn quote(text: &str) -> String {
     let mut out = String::from("\"");
-    let mut chars = text.chars();
-    for c in chars.by_ref().take(QUOTE_LIMIT) {
-        out.extend(c.escape_debug());
+    let mut written = 0;
+    let mut chars = text.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        let escaped = c.escape_debug();
+        let len = escaped.len();
+        if written + len > QUOTE_LIMIT {
+            break;
+        }
+        out.extend(escaped);
+        written += len;
+        chars.next();
     }
     out.push('"');
-    if chars.next().is_some() {
+    if chars.peek().is_some() {
         let _ = write!(out, "… ({} characters)", text.chars().count());
     }
     out
@@ -155,6 +164,12 @@ mod tests {
             format!("\"{}\"… (100 characters)", "x".repeat(QUOTE_LIMIT))
         );
         assert_eq!(quote(&"x".repeat(QUOTE_LIMIT)).len(), QUOTE_LIMIT + 2);
+        // Escapes count against the limit: 100 control characters quote as 10 of them.
+        let controls = "\u{1d}".repeat(100);
+        assert_eq!(
+            quote(&controls),
+            format!("\"{}\"… (100 characters)", "\\u{1d}".repeat(10))
+        );
     }
 
     #[test]

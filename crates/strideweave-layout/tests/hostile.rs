@@ -317,6 +317,9 @@ fn injectivity_of_huge_extents_is_decided_at_once() {
     });
 }
 
+/// An operation on a layout that needs its injectivity.
+type Operation = fn(&Layout) -> Result<Layout, LayoutError>;
+
 /// 16 leaves of extent 2 with large unrelated strides: the reductions leave them all, and
 /// the exact search cannot finish inside its budget.
 fn undecidable_layout() -> Layout {
@@ -336,29 +339,39 @@ fn an_exhausted_injectivity_budget_is_an_error_not_a_guess() {
     isolated(
         "an_exhausted_injectivity_budget_is_an_error_not_a_guess",
         || {
-            bounded("undecided injectivity", || {
-                let layout = undecidable_layout();
-                let message = error(layout.try_is_injective());
-                let expected = format!(
-                "is undecided: the exact search exceeded its budget of {INJECTIVITY_SEARCH_BUDGET} candidates (INJECTIVITY_SEARCH_BUDGET)"
-            );
-                assert!(message.starts_with("injectivity of Layout ("), "{message}");
-                assert!(message.ends_with(&expected), "{message}");
-                assert!(message.contains("…"), "{message}");
-                // Not proven injective; the operations that need it report the budget.
-                assert!(!layout.is_injective());
-                assert_eq!(layout.injectivity(), None);
-                for message in [
-                    error(layout.complement(1 << 62)),
-                    error(layout.left_inverse()),
-                    error(layout.logical_product(&"2:1".parse().unwrap())),
-                    error(
-                        Layout::column_major(Shape::new(1i64 << 62).unwrap()).as_strided(&layout),
-                    ),
-                ] {
-                    assert!(message.contains("INJECTIVITY_SEARCH_BUDGET"), "{message}");
-                }
+            // Each call runs the whole budgeted search, so each gets its own time bound.
+            let message = bounded("try_is_injective", || {
+                error(undecidable_layout().try_is_injective())
             });
+            let expected = format!(
+            "is undecided: the exact search exceeded its budget of {INJECTIVITY_SEARCH_BUDGET} candidates (INJECTIVITY_SEARCH_BUDGET)"
+        );
+            assert!(message.starts_with("injectivity of Layout ("), "{message}");
+            assert!(message.ends_with(&expected), "{message}");
+            assert!(message.contains("…"), "{message}");
+            // Not proven injective; the operations that need it report the budget.
+            assert!(!bounded("is_injective", || undecidable_layout().is_injective()));
+            assert_eq!(
+                bounded("injectivity", || undecidable_layout().injectivity()),
+                None
+            );
+            let operations: [(&str, Operation); 4] = [
+                ("complement", |l| l.complement(1 << 62)),
+                ("left_inverse", |l| l.left_inverse()),
+                ("logical_product", |l| {
+                    l.logical_product(&"2:1".parse().unwrap())
+                }),
+                ("as_strided", |l| {
+                    Layout::column_major(Shape::new(1i64 << 62).unwrap()).as_strided(l)
+                }),
+            ];
+            for (name, operation) in operations {
+                let message = bounded(name, move || error(operation(&undecidable_layout())));
+                assert!(
+                    message.contains("INJECTIVITY_SEARCH_BUDGET"),
+                    "{name}: {message}"
+                );
+            }
         },
     );
 }
@@ -428,6 +441,10 @@ fn messages_quote_a_bounded_escaped_prefix() {
                 "malformed Layout \"\\u{1b}[31m\\n:1\": expected an integer, '(' or '[' at position 0, found '\\u{1b}'"
             );
             assert!(!message.chars().any(char::is_control), "{message}");
+            // Escaping counts against the limit: a run of control characters stays short.
+            let message = error(format!(" {}5", "\u{1d}".repeat(1000)).parse::<Layout>());
+            assert!(message.chars().count() < 200, "{message}");
+            assert!(message.contains("… (1002 characters)"), "{message}");
             let long = "7,".repeat(100_000) + "\0";
             let message = error(format!("({long}):1").parse::<Layout>());
             let quoted: String = format!("({long}").chars().take(QUOTE_LIMIT).collect();
