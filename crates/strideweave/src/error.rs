@@ -3,12 +3,17 @@
 //! The seed is written against a dynamic language whose exceptions (`TypeError`,
 //! `ValueError`, ...) become [`ErrorKind`]s here (docs/errors.md). Every error carries a
 //! message that names the class, field or value at fault; the two structured errors of the
-//! seed, `UnsupportedOperationPlan` and `ProviderContractError`, are variants of their own.
+//! seed, `UnsupportedOperationPlan` and `ProviderContractError`, are variants of their own,
+//! and so are the failures callers branch on without reading messages: a released carrier,
+//! a slot out of range, a dtype a class cannot store, and a provider callback that panicked.
 
 use std::fmt;
 use std::sync::Arc;
 
 use strideweave_layout::LayoutError;
+
+use crate::carrier::CarrierClass;
+use crate::dtype::DType;
 
 /// The category of an [`Error`], one per exception class of the seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -147,6 +152,95 @@ pub enum Error {
     /// A provider broke its callback contract (the seed's `ProviderContractError`).
     #[error("provider contract violated: {0}")]
     ProviderContract(String),
+    /// A provider callback panicked; the framework caught it, and nothing was published.
+    #[error("provider contract violated: {0}")]
+    ProviderPanicked(ProviderPanic),
+    /// A carrier was used after its release.
+    #[error("runtime error: cannot {action}: the {class} carrier is released")]
+    Released {
+        /// The exact class of the released carrier.
+        class: CarrierClass,
+        /// What was refused.
+        action: String,
+    },
+    /// A physical slot outside a carrier.
+    #[error("index error: slot {index} is out of range for a {class} carrier of size {size}")]
+    SlotOutOfRange {
+        /// The exact class of the carrier.
+        class: CarrierClass,
+        /// The slot asked for.
+        index: usize,
+        /// The carrier's size in slots.
+        size: usize,
+    },
+    /// A dtype the carrier class cannot store.
+    #[error("value error: {class} carriers cannot store dtype {dtype}")]
+    UnstorableDtype {
+        /// The exact carrier class.
+        class: CarrierClass,
+        /// The dtype refused.
+        dtype: DType,
+    },
+}
+
+/// A panic caught in a provider callback: which provider, which callback, and what the
+/// panic said. Every provider callback (storage, kernel `prepare` and `submit`, transfer,
+/// composite, completion `wait`) is run through one guard that reports this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderPanic {
+    provider: String,
+    callback: &'static str,
+    detail: String,
+}
+
+impl ProviderPanic {
+    /// The provider whose callback panicked, as the message names it.
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// The callback that panicked (`"prepare"`, `"submit"`, `"wait"`, `"read"`, …).
+    pub fn callback(&self) -> &str {
+        self.callback
+    }
+
+    /// The panic's message (or a note that its payload was not a string).
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+}
+
+impl fmt::Display for ProviderPanic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} panicked in {}: {}",
+            self.provider, self.callback, self.detail
+        )
+    }
+}
+
+/// Runs the provider callback `callback` of `provider` (named lazily, only on a panic):
+/// its error propagates as it is, and a panic becomes [`Error::ProviderPanicked`]. The one
+/// guard every provider callback goes through, so a provider's panic never unwinds through
+/// the framework.
+pub(crate) fn guard<T>(
+    provider: impl FnOnce() -> String,
+    callback: &'static str,
+    run: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|payload| {
+        let detail = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a non-string panic payload".to_string());
+        Err(Error::ProviderPanicked(ProviderPanic {
+            provider: provider(),
+            callback,
+            detail,
+        }))
+    })
 }
 
 impl Error {
@@ -156,7 +250,12 @@ impl Error {
             Error::Type(_) => ErrorKind::Type,
             Error::Value(_) | Error::Layout(_) => ErrorKind::Value,
             Error::Index(_) => ErrorKind::Index,
-            Error::Runtime(_) | Error::ProviderContract(_) => ErrorKind::Runtime,
+            Error::Runtime(_)
+            | Error::ProviderContract(_)
+            | Error::ProviderPanicked(_)
+            | Error::Released { .. } => ErrorKind::Runtime,
+            Error::SlotOutOfRange { .. } => ErrorKind::Index,
+            Error::UnstorableDtype { .. } => ErrorKind::Value,
             Error::NotImplemented(_) | Error::UnsupportedOperationPlan(_) => {
                 ErrorKind::NotImplemented
             }
@@ -228,6 +327,37 @@ mod tests {
                 ErrorKind::NotImplemented,
             ),
             (Error::ProviderContract("p".into()), ErrorKind::Runtime),
+            (
+                guard(
+                    || "a provider".into(),
+                    "read",
+                    || -> Result<()> { panic!("boom") },
+                )
+                .unwrap_err(),
+                ErrorKind::Runtime,
+            ),
+            (
+                Error::Released {
+                    class: crate::carriers::Cpu::carrier_class(),
+                    action: "read".into(),
+                },
+                ErrorKind::Runtime,
+            ),
+            (
+                Error::SlotOutOfRange {
+                    class: crate::carriers::Cpu::carrier_class(),
+                    index: 3,
+                    size: 2,
+                },
+                ErrorKind::Index,
+            ),
+            (
+                Error::UnstorableDtype {
+                    class: crate::carriers::Cpu::carrier_class(),
+                    dtype: DType::ANY,
+                },
+                ErrorKind::Value,
+            ),
         ];
         for (error, kind) in cases {
             assert_eq!(error.kind(), kind, "{error:?}");
@@ -242,6 +372,34 @@ mod tests {
         let error = Error::from(layout_error.clone());
         assert_eq!(error.kind(), ErrorKind::Value);
         assert_eq!(error.to_string(), format!("value error: {layout_error}"));
+    }
+
+    #[test]
+    fn the_guard_passes_errors_through_and_reports_panics_by_provider_and_callback() {
+        let passed = guard(
+            || unreachable!(),
+            "read",
+            || -> Result<()> { Err(Error::Memory("full".into())) },
+        );
+        assert_eq!(passed.unwrap_err().to_string(), "memory error: full");
+        let error = guard(
+            || "the storage provider of Ring".into(),
+            "write",
+            || -> Result<()> { panic!("slot {} is gone", 4) },
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "provider contract violated: the storage provider of Ring panicked in write: slot 4 \
+             is gone"
+        );
+        let Error::ProviderPanicked(panic) = error else {
+            panic!("expected a provider panic");
+        };
+        assert_eq!(
+            (panic.provider(), panic.callback(), panic.detail()),
+            ("the storage provider of Ring", "write", "slot 4 is gone")
+        );
     }
 
     #[test]

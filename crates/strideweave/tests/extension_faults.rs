@@ -236,9 +236,14 @@ fn a_failing_allocate_or_physical_size_exposes_no_carrier() -> Result<()> {
             .unwrap_err();
         assert_injected(&error, "allocate", panicked);
         assert!(
-            panicked == matches!(error, Error::ProviderContract(_)),
+            panicked == matches!(error, Error::ProviderPanicked(_)),
             "{error:?}"
         );
+        if let Error::ProviderPanicked(panic) = &error {
+            assert_eq!(panic.callback(), "allocate");
+            assert!(panic.provider().contains("FaultyAllocation"), "{error}");
+            assert_eq!(panic.detail(), "injected allocate panic");
+        }
         faults.allocate.disarm();
 
         faults.physical_size.arm(panicked);
@@ -480,11 +485,37 @@ fn as_f64(values: Vec<Value>) -> Vec<f64> {
         .collect()
 }
 
-/// The faults of one kernel pattern.
+/// The faults of one kernel pattern: its preparation, its submission, and the `wait` of the
+/// pending completion its submission returns.
 #[derive(Default)]
 struct KernelFaults {
     prepare: Fault,
     submit: Fault,
+    wait: Fault,
+}
+
+/// The pending completion of the faulty `neg`: it computes when waited on, failing (or
+/// panicking) there while the `wait` fault is armed.
+struct PendingNeg {
+    faults: Arc<KernelFaults>,
+    operand: Tensor,
+    spec: ResultSpec,
+    class: CarrierClass,
+}
+
+impl ProviderCompletion<ProviderResult> for PendingNeg {
+    fn done(&self) -> bool {
+        false
+    }
+
+    fn wait(&self) -> Result<ProviderResult> {
+        self.faults.wait.check("wait")?;
+        let negated: Vec<f64> = as_f64(self.operand.to_values()?)
+            .iter()
+            .map(|x| -x)
+            .collect();
+        ProviderResult::new([output(self.class, &self.spec, &negated)?])
+    }
 }
 
 fn faulty_neg(class: CarrierClass, faults: &Arc<KernelFaults>) -> KernelPattern {
@@ -502,9 +533,12 @@ fn faulty_neg(class: CarrierClass, faults: &Arc<KernelFaults>) -> KernelPattern 
                 interface.clone(),
                 move || {
                     faults.submit.check("submit")?;
-                    let negated: Vec<f64> =
-                        as_f64(operand.to_values()?).iter().map(|x| -x).collect();
-                    ProviderResult::new([output(class, &spec, &negated)?]).map(Submitted::Ready)
+                    Ok(Submitted::pending(PendingNeg {
+                        faults,
+                        operand,
+                        spec,
+                        class,
+                    }))
                 },
             )))
         },
@@ -526,7 +560,12 @@ fn kernel_faults_publish_no_result_and_leave_operands_unchanged() -> Result<()> 
     let carrier = filled(class, &[1.0, -2.0])?;
     let x = Tensor::new(carrier.clone(), 0, layout("2:1"))?;
     let version = carrier.version();
-    for (fault, site) in [(&faults.prepare, "prepare"), (&faults.submit, "submit")] {
+    let sites = [
+        (&faults.prepare, "prepare"),
+        (&faults.submit, "submit"),
+        (&faults.wait, "wait"),
+    ];
+    for (fault, site) in sites {
         for panicked in [false, true] {
             fault.arm(panicked);
             let outcome = call("neg", [x.clone().into()], &[]);
@@ -535,8 +574,16 @@ fn kernel_faults_publish_no_result_and_leave_operands_unchanged() -> Result<()> 
             assert_injected(&error, site, panicked);
             if panicked {
                 assert!(
-                    error.to_string().contains(&format!("{site} panicked")),
+                    error.to_string().contains(&format!("panicked in {site}")),
                     "{error}"
+                );
+                let Error::ProviderPanicked(panic) = &error else {
+                    panic!("a {site} panic is reported as a provider panic: {error:?}");
+                };
+                assert_eq!(panic.callback(), site);
+                assert_eq!(
+                    panic.provider(),
+                    "kernel pattern 'neg.faulty' of FaultyAccel"
                 );
             }
             assert_eq!(carrier.version(), version, "{site}");

@@ -694,10 +694,15 @@ fn treat_a_preparation_exception_as_terminal() -> Result<()> {
     assert!(!fallback_prepared.load(Ordering::SeqCst));
     let error = call_add(&x, &x).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Runtime);
+    let Error::ProviderPanicked(panic) = &error else {
+        panic!("a panicking prepare is reported as a provider panic: {error:?}");
+    };
+    assert_eq!(panic.callback(), "prepare");
+    assert_eq!(panic.detail(), "compiler assertion");
     assert!(
         error
             .to_string()
-            .contains("kernel 'add.panics' prepare panicked: compiler assertion"),
+            .contains("kernel pattern 'add.panics' of "),
         "{error}"
     );
     assert_eq!(x.version(), version);

@@ -564,7 +564,7 @@ fn failing_and_panicking_providers_publish_nothing() -> Result<()> {
     mode.store(PANIC, Ordering::SeqCst);
     let error = carrier.set(0, Value::Float(9.0)).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Runtime);
-    assert!(matches!(error, Error::ProviderContract(_)), "{error:?}");
+    assert!(matches!(error, Error::ProviderPanicked(_)), "{error:?}");
     assert!(
         error.to_string().contains("Injected")
             && error

@@ -135,9 +135,7 @@ impl DefinedBody {
     ) -> Result<Carrier> {
         let storage = definition.storage();
         if !storage.call_supports_dtype(class, state.as_ref(), dtype)? {
-            return Err(Error::Value(format!(
-                "{class} carriers cannot store dtype {dtype}"
-            )));
+            return Err(Error::UnstorableDtype { class, dtype });
         }
         storage.call_allocate(class, state.as_mut(), slots, dtype)?;
         let checked = storage

@@ -78,9 +78,7 @@ impl Carrier {
         );
         class.observe_definition_free("construct a definition-free carrier body")?;
         if !DefinitionFreeCarrier::supports_storage_dtype(&body, dtype) {
-            return Err(Error::Value(format!(
-                "{class} carriers cannot store dtype {dtype}"
-            )));
+            return Err(Error::UnstorableDtype { class, dtype });
         }
         let inner: Arc<Inner> = Arc::new(Inner {
             class,
@@ -234,10 +232,10 @@ impl Carrier {
     /// Fails unless the carrier is live (reading is allowed).
     pub(crate) fn check_live(&self, action: &str) -> Result<()> {
         if self.is_released() {
-            return Err(Error::Runtime(format!(
-                "cannot {action}: the {} carrier is released",
-                self.class()
-            )));
+            return Err(Error::Released {
+                class: self.class(),
+                action: action.to_string(),
+            });
         }
         Ok(())
     }
@@ -269,10 +267,11 @@ impl Carrier {
     fn check_index(&self, index: usize) -> Result<()> {
         let size = self.body().size();
         if index >= size {
-            return Err(Error::Index(format!(
-                "slot {index} is out of range for a {} carrier of size {size}",
-                self.class()
-            )));
+            return Err(Error::SlotOutOfRange {
+                class: self.class(),
+                index,
+                size,
+            });
         }
         Ok(())
     }
@@ -485,10 +484,10 @@ impl Carrier {
     fn resolve_dtype(&self, dtype: Option<DType>) -> Result<DType> {
         let dtype = dtype.unwrap_or(self.inner.dtype);
         if !self.supports_storage_dtype(dtype) {
-            return Err(Error::Value(format!(
-                "{} carriers cannot store dtype {dtype}",
-                self.class()
-            )));
+            return Err(Error::UnstorableDtype {
+                class: self.class(),
+                dtype,
+            });
         }
         Ok(dtype)
     }

@@ -1,6 +1,5 @@
 //! `move_async` and [`MoveHandle`]: the move whose terminal outcome may arrive later.
 
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread;
 
@@ -9,10 +8,10 @@ use parking_lot::Mutex;
 use crate::autograd::is_grad_enabled;
 use crate::carrier::{Carrier, Claim};
 use crate::carriers::extension::{
-    carrier_definition, CompletionCell, PreparedTransfer, ProviderCompletion, Submitted,
-    TransferPreparation, TransferRequest,
+    carrier_definition, transfer_provider_name, CompletionCell, PreparedTransfer,
+    ProviderCompletion, Submitted, TransferPreparation, TransferRequest,
 };
-use crate::error::{Error, Result};
+use crate::error::{guard, Error, Result};
 use crate::movement::unrouted::unrouted_move_operation;
 use crate::movement::{
     registered_move_operation, ElementwiseMoveOperation, MoveOperation, MoveTarget,
@@ -130,7 +129,11 @@ pub(crate) fn start(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Resul
         }
         Route::Transfer(request, prepared) => {
             request.open();
-            match prepared.submit() {
+            match guard(
+                || transfer_provider_name(&request),
+                "submit",
+                || prepared.submit(),
+            ) {
                 Ok(Submitted::Pending(completion)) => {
                     finish_later(pending, request, completion, outcome.clone());
                 }
@@ -174,13 +177,11 @@ fn run_later(job: &Mutex<Option<Later>>) {
     let Some((pending, request, completion, outcome)) = job.lock().take() else {
         return;
     };
-    let waited = panic::catch_unwind(AssertUnwindSafe(|| completion.wait())).unwrap_or_else(|_| {
-        Err(Error::Runtime(format!(
-            "the transfer completion from {} to {} panicked in wait",
-            request.source_class(),
-            request.destination_class()
-        )))
-    });
+    let waited = guard(
+        || transfer_provider_name(&request),
+        "wait",
+        || completion.wait(),
+    );
     request.close();
     outcome.complete(pending.finish(waited));
 }

@@ -2,12 +2,11 @@
 //! reach and preparing its work through the instance's dependency carriers.
 
 use std::fmt;
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::carrier::{Carrier, CarrierClass};
 use crate::carriers::extension::{PreparedComposite, Unsupported};
-use crate::error::{Error, Result, UnsupportedOperationPlan};
+use crate::error::{guard, Error, Result, UnsupportedOperationPlan};
 use crate::operation::{OperationCapability, ResolvedInvocation};
 use crate::tensor::Tensor;
 
@@ -59,18 +58,18 @@ pub struct CompositeProvider {
     inner: Arc<CompositeInner>,
 }
 
-/// Runs a provider callback, turning a panic into a Runtime error naming `what`.
-fn guarded<T>(what: &str, callback: impl FnOnce() -> Result<T>) -> Result<T> {
-    panic::catch_unwind(AssertUnwindSafe(callback)).unwrap_or_else(|payload| {
-        let detail = payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "non-string panic payload".to_string());
-        Err(Error::Runtime(format!(
-            "CompositeProvider {what} panicked: {detail}"
-        )))
-    })
+/// Runs the composite provider's `callback` for `carrier` under the provider guard.
+fn guarded<T>(
+    carrier: &Carrier,
+    callback: &'static str,
+    run: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    guard(|| provider_name(carrier), callback, run)
+}
+
+/// The provider name a panic in `carrier`'s composite callbacks is reported under.
+fn provider_name(carrier: &Carrier) -> String {
+    format!("the composite provider of {}", carrier.class())
 }
 
 impl CompositeProvider {
@@ -104,7 +103,9 @@ impl CompositeProvider {
         &self,
         carrier: &Carrier,
     ) -> Result<Arc<[OperationCapability]>> {
-        let mut sorted = guarded("capabilities", || (self.inner.capabilities)(carrier))?;
+        let mut sorted = guarded(carrier, "capabilities", || {
+            (self.inner.capabilities)(carrier)
+        })?;
         sorted.sort_by(OperationCapability::cmp_order);
         if let Some(pair) = sorted.windows(2).find(|w| w[0] == w[1]) {
             return Err(Error::Value(format!(
@@ -125,7 +126,7 @@ impl CompositeProvider {
         invocation: &ResolvedInvocation,
     ) -> Result<(Vec<Tensor>, Vec<CarrierClass>)> {
         let name = invocation.call().definition().name();
-        let classes = guarded("result_carriers", || {
+        let classes = guarded(carrier, "result_carriers", || {
             (self.inner.result_carriers)(carrier, invocation)
         })?;
         let expected = invocation.results().len();
@@ -137,7 +138,9 @@ impl CompositeProvider {
                 classes.len()
             )));
         }
-        let prepared = match guarded("prepare", || (self.inner.prepare)(carrier, invocation))? {
+        let prepared = match guarded(carrier, "prepare", || {
+            (self.inner.prepare)(carrier, invocation)
+        })? {
             CompositePreparation::Unsupported(rejection) => {
                 return Err(Error::UnsupportedOperationPlan(
                     UnsupportedOperationPlan::new(
@@ -148,7 +151,8 @@ impl CompositeProvider {
             }
             CompositePreparation::Composite(prepared) => prepared,
         };
-        let result = prepared.submit()?.wait()?;
+        let submitted = prepared.submit_for(|| provider_name(carrier))?;
+        let result = guarded(carrier, "wait", || submitted.wait())?;
         Ok((result.outputs().to_vec(), classes))
     }
 }

@@ -3,7 +3,6 @@
 //! class freezes on its first observation.
 
 use std::fmt;
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -12,7 +11,7 @@ use crate::carrier::{CarrierClass, ClassKind};
 use crate::carriers::extension::{
     carrier_definition, InterfaceHandle, PreparedKernel, Unsupported,
 };
-use crate::error::{Error, Result, UnsupportedOperationPlan};
+use crate::error::{guard, Error, Result, UnsupportedOperationPlan};
 use crate::operation::{
     OperationCapability, OperationDefinition, OperationPlan, ResolvedInvocation,
 };
@@ -125,25 +124,23 @@ impl KernelPattern {
         self.inner.preference
     }
 
-    /// Runs the preparation; a panic becomes a Runtime error naming the kernel id.
+    /// The provider name a panic in this pattern's callbacks is reported under.
+    fn provider_name(&self, class: CarrierClass) -> String {
+        format!("kernel pattern '{}' of {class}", self.kernel_id())
+    }
+
+    /// Runs the preparation under the provider guard.
     fn prepare(
         &self,
+        class: CarrierClass,
         invocation: &ResolvedInvocation,
         interface: &InterfaceHandle,
     ) -> Result<Preparation> {
         let prepare = &self.inner.prepare;
-        panic::catch_unwind(AssertUnwindSafe(|| prepare(invocation, interface))).unwrap_or_else(
-            |payload| {
-                let detail = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "non-string panic payload".to_string());
-                Err(Error::Runtime(format!(
-                    "kernel '{}' prepare panicked: {detail}",
-                    self.kernel_id()
-                )))
-            },
+        guard(
+            || self.provider_name(class),
+            "prepare",
+            || prepare(invocation, interface),
         )
     }
 }
@@ -379,7 +376,7 @@ impl ExecutionSet {
             if !pattern.operation().same_as(definition) {
                 continue;
             }
-            let kernel = match pattern.prepare(invocation, &self.interface)? {
+            let kernel = match pattern.prepare(self.class, invocation, &self.interface)? {
                 Preparation::Unsupported(rejection) => {
                     reasons.push(format!("{}: {}", pattern.kernel_id(), rejection.reason()));
                     continue;
@@ -400,7 +397,9 @@ impl ExecutionSet {
                     self.interface.identity()
                 )));
             }
-            let result = kernel.submit()?.wait()?;
+            let name = || pattern.provider_name(self.class);
+            let submitted = kernel.submit_for(name)?;
+            let result = guard(name, "wait", || submitted.wait())?;
             return Ok(result.outputs().to_vec());
         }
         if reasons.is_empty() {

@@ -34,5 +34,6 @@ pub use provider_result::ProviderResult;
 pub use registration::{carrier_definition, register_carrier_definition};
 pub(crate) use storage_provider::ErasedState;
 pub use storage_provider::StorageProvider;
+pub(crate) use transfer::provider_name as transfer_provider_name;
 pub use transfer::{TransferPreparation, TransferProvider, TransferRequest, TransferRoute};
 pub use unsupported::Unsupported;

@@ -2,7 +2,6 @@
 //! the [`Submitted`] outcome of their submission.
 
 use std::fmt;
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -10,7 +9,7 @@ use parking_lot::Mutex;
 use super::completion::ProviderCompletion;
 use super::execution_interface::InterfaceHandle;
 use super::provider_result::ProviderResult;
-use crate::error::{Error, Result};
+use crate::error::{guard, Result};
 
 /// What a submission returned: the finished value, or a completion to wait on.
 ///
@@ -83,20 +82,13 @@ fn boxed<T: Clone + Send + Sync>(
     Mutex::new(Box::new(submit))
 }
 
-/// Runs a submit callback once, turning a panic into a Runtime error naming `record` (a
-/// provider failure is reported as an error, never unwound through the framework).
-fn run<T: Clone + Send + Sync>(submit: SubmitFn<T>, record: &str) -> Result<Submitted<T>> {
-    let submit = submit.into_inner();
-    panic::catch_unwind(AssertUnwindSafe(submit)).unwrap_or_else(|payload| {
-        let detail = payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "non-string panic payload".to_string());
-        Err(Error::Runtime(format!(
-            "{record} submit panicked: {detail}"
-        )))
-    })
+/// Runs a submit callback once under the provider guard, a panic reported as the panic of
+/// `provider`'s submit (never unwound).
+fn run<T: Clone + Send + Sync>(
+    submit: SubmitFn<T>,
+    provider: impl FnOnce() -> String,
+) -> Result<Submitted<T>> {
+    guard(provider, "submit", submit.into_inner())
 }
 
 /// Kernel work prepared by a pattern for one invocation, bound to its execution interface.
@@ -133,9 +125,17 @@ impl PreparedKernel {
 
     /// Submits the work, once (seed: "The framework SHALL invoke a prepared record at most
     /// once"; the result is a `ProviderResult` or a completion of one). A panic in the
-    /// callback becomes a Runtime error.
+    /// callback becomes [`Error::ProviderPanicked`](crate::Error::ProviderPanicked).
     pub fn submit(self) -> Result<Submitted<ProviderResult>> {
-        run(self.submit, "PreparedKernel")
+        self.submit_for(|| "a PreparedKernel".to_string())
+    }
+
+    /// [`submit`](Self::submit), a panic reported as `provider`'s.
+    pub(crate) fn submit_for(
+        self,
+        provider: impl FnOnce() -> String,
+    ) -> Result<Submitted<ProviderResult>> {
+        run(self.submit, provider)
     }
 }
 
@@ -169,9 +169,14 @@ impl PreparedTransfer {
 
     /// Submits the transfer, once (seed: its terminal `None` "means destination contents are
     /// ready for framework validation and transactional publication"). A panic in the callback
-    /// becomes a Runtime error.
+    /// becomes [`Error::ProviderPanicked`](crate::Error::ProviderPanicked).
     pub fn submit(self) -> Result<Submitted<()>> {
-        run(self.submit, "PreparedTransfer")
+        self.submit_for(|| "a PreparedTransfer".to_string())
+    }
+
+    /// [`submit`](Self::submit), a panic reported as `provider`'s.
+    pub(crate) fn submit_for(self, provider: impl FnOnce() -> String) -> Result<Submitted<()>> {
+        run(self.submit, provider)
     }
 }
 
@@ -203,9 +208,18 @@ impl PreparedComposite {
     }
 
     /// Submits the work, once (seed: "The framework SHALL invoke a prepared record at most
-    /// once"). A panic in the callback becomes a Runtime error.
+    /// once"). A panic in the callback becomes
+    /// [`Error::ProviderPanicked`](crate::Error::ProviderPanicked).
     pub fn submit(self) -> Result<Submitted<ProviderResult>> {
-        run(self.submit, "PreparedComposite")
+        self.submit_for(|| "a PreparedComposite".to_string())
+    }
+
+    /// [`submit`](Self::submit), a panic reported as `provider`'s.
+    pub(crate) fn submit_for(
+        self,
+        provider: impl FnOnce() -> String,
+    ) -> Result<Submitted<ProviderResult>> {
+        run(self.submit, provider)
     }
 }
 

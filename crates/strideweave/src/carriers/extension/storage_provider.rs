@@ -2,12 +2,11 @@
 
 use std::any::{type_name, Any, TypeId};
 use std::fmt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::carrier::CarrierClass;
 use crate::dtype::{DType, Value};
-use crate::error::{Error, Result};
+use crate::error::{guard, Error, Result};
 
 /// The provider-owned state of one definition-backed carrier, type-erased.
 pub(crate) type ErasedState = Box<dyn Any + Send + Sync>;
@@ -176,27 +175,23 @@ impl StorageProvider {
         self.callbacks.state_type
     }
 
-    /// Runs one callback of the provider of `class`, turning a panic into an error.
+    /// Runs one callback of the provider of `class` under the provider guard.
     fn guarded<T>(
         &self,
         class: CarrierClass,
-        callback: &str,
+        callback: &'static str,
         run: impl FnOnce() -> Result<T>,
     ) -> Result<T> {
-        match catch_unwind(AssertUnwindSafe(run)) {
-            Ok(result) => result,
-            Err(payload) => {
-                let message = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a non-string panic payload".to_owned());
-                Err(Error::ProviderContract(format!(
-                    "the storage provider of {class} ({}) panicked in {callback}: {message}",
+        guard(
+            || {
+                format!(
+                    "the storage provider of {class} ({})",
                     self.callbacks.state_type_name
-                )))
-            }
-        }
+                )
+            },
+            callback,
+            run,
+        )
     }
 
     pub(crate) fn call_supports_dtype(

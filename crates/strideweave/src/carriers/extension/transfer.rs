@@ -2,14 +2,13 @@
 //! [`TransferPreparation`] and [`TransferRoute`].
 
 use std::fmt;
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::carrier::{Carrier, CarrierClass};
 use crate::carriers::extension::{PreparedTransfer, Unsupported};
 use crate::dtype::{DType, Value};
-use crate::error::{Error, Result};
+use crate::error::{guard, Error, Result};
 use crate::movement::MoveTarget;
 use crate::tensor::Tensor;
 use strideweave_layout::Layout;
@@ -165,7 +164,7 @@ type TransferPrepareFn = dyn Fn(&TransferRequest) -> Result<TransferPreparation>
 /// Seed rule: "TransferProvider(prepare) SHALL require one callable immutable field";
 /// `prepare` validates request-specific constraints "without changing either Carrier,
 /// submitting transfer work, or publishing state". An error it returns is the terminal
-/// preparation failure (no other route is tried); a panic becomes a ProviderContract error.
+/// preparation failure (no other route is tried); a panic becomes [`Error::ProviderPanicked`](crate::Error::ProviderPanicked).
 #[derive(Clone)]
 pub struct TransferProvider {
     prepare: Arc<TransferPrepareFn>,
@@ -181,21 +180,12 @@ impl TransferProvider {
         }
     }
 
-    /// Prepares `request`, turning a panic into a ProviderContract error.
+    /// Prepares `request` under the provider guard.
     pub(crate) fn prepare(&self, request: &TransferRequest) -> Result<TransferPreparation> {
-        panic::catch_unwind(AssertUnwindSafe(|| (self.prepare)(request))).unwrap_or_else(
-            |payload| {
-                let detail = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "non-string panic payload".to_string());
-                Err(Error::ProviderContract(format!(
-                    "the transfer provider from {} to {} panicked in prepare: {detail}",
-                    request.source_class(),
-                    request.destination_class()
-                )))
-            },
+        guard(
+            || provider_name(request),
+            "prepare",
+            || (self.prepare)(request),
         )
     }
 }
@@ -274,4 +264,14 @@ impl fmt::Debug for TransferRoute {
             .field("route_id", &self.route_id)
             .finish_non_exhaustive()
     }
+}
+
+/// The provider name a panic in the transfer callbacks of `request`'s route is reported
+/// under.
+pub(crate) fn provider_name(request: &TransferRequest) -> String {
+    format!(
+        "the transfer provider from {} to {}",
+        request.source_class(),
+        request.destination_class()
+    )
 }
