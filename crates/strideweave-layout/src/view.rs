@@ -9,19 +9,30 @@ use crate::layout::{Layout, Leaf};
 use crate::node::{as_mode, Node};
 use crate::shape::Shape;
 
-/// The key for one top-level mode of a slice.
+/// The key for one top-level mode of a slice ([`Layout::slice`]).
+///
+/// The rules, which follow Python's only where they say so:
+/// - `Index(i)` needs `0 <= i < size` of the mode (a negative index is an error, not counted
+///   from the end); on a nested mode `i` is a colexicographic ordinal.
+/// - `Range` bounds are resolved as Python's `slice.indices` resolves them: `None` is the
+///   whole extent, a negative bound counts from the end, and a bound past either end is
+///   clamped to it.
+/// - Unlike Python, the resolved range must be non-empty, `step` must be at least 1, and
+///   `stop − start` must be a multiple of `step` (a view keeps whole strides); each is a
+///   Value error naming the mode.
+/// - A nested mode accepts only the full range `:` (every bound `None`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SliceKey {
     /// Fix the mode at this colexicographic ordinal, removing it.
     Index(i64),
-    /// Keep `start..stop` with `step` (Python slice rules, step ≥ 1); `None` bounds mean the
-    /// whole extent.
+    /// Keep `start..stop` every `step` coordinates, bounds resolved as above.
     Range {
-        /// First kept coordinate (negative counts from the end).
+        /// First kept coordinate (negative counts from the end; `None` is 0).
         start: Option<i64>,
-        /// One past the last kept coordinate (negative counts from the end).
+        /// One past the last kept coordinate (negative counts from the end; `None` is the
+        /// extent).
         stop: Option<i64>,
-        /// Distance between kept coordinates (default 1).
+        /// Distance between kept coordinates (`None` is 1).
         step: Option<i64>,
     },
 }

@@ -384,3 +384,49 @@ fn is_column_major_only_for_the_running_product_strides() {
     assert!(!layout("(2,3):(1,4)").is_column_major());
     assert!(!layout("(4):(0)").is_column_major());
 }
+
+#[test]
+fn slice_keys_apply_exactly_the_documented_rules() {
+    let a: Layout = "(10,3):(1,10)".parse().unwrap();
+    let range = |start, stop, step| SliceKey::Range { start, stop, step };
+    // Negative bounds count from the end and out-of-range bounds clamp, as in Python.
+    let (offset, view) = a
+        .slice(&[range(Some(-4), None, None), SliceKey::all()])
+        .unwrap();
+    assert_eq!((offset, view.to_string()), (6, "(4,3):(1,10)".to_string()));
+    let (offset, view) = a
+        .slice(&[range(Some(-100), Some(100), Some(5)), SliceKey::Index(1)])
+        .unwrap();
+    assert_eq!((offset, view.to_string()), (10, "2:5".to_string()));
+    // A negative index is an error, not counted from the end.
+    let error = a
+        .slice(&[SliceKey::Index(-1), SliceKey::all()])
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "slice index -1 is out of range [0, 10) for mode 0 of Layout (10,3):(1,10)"
+    );
+    // Unlike Python: an uneven step, an empty range and a step below 1 are errors.
+    let uneven = a.slice(&[range(Some(0), Some(10), Some(3)), SliceKey::all()]);
+    assert_eq!(
+        uneven.unwrap_err().to_string(),
+        "slice 0:10:3 of mode 0 of Layout (10,3):(1,10) does not divide evenly"
+    );
+    let empty = a.slice(&[range(Some(5), Some(5), None), SliceKey::all()]);
+    assert_eq!(
+        empty.unwrap_err().to_string(),
+        "slice 5:5 of mode 0 of Layout (10,3):(1,10) is empty"
+    );
+    let backwards = a.slice(&[range(None, None, Some(-1)), SliceKey::all()]);
+    assert_eq!(
+        backwards.unwrap_err().to_string(),
+        "slice step must be >= 1, got -1 for mode 0 of Layout (10,3):(1,10)"
+    );
+    // A nested mode takes only the full range.
+    let nested: Layout = "((2,5),3):((1,2),10)".parse().unwrap();
+    let partial = nested.slice(&[range(Some(0), None, None), SliceKey::all()]);
+    assert_eq!(
+        partial.unwrap_err().to_string(),
+        "slice of nested mode 0 of Layout ((2,5),3):((1,2),10) accepts only the full range ':'"
+    );
+}
