@@ -209,3 +209,31 @@ fn a_kernel_over_a_small_broadcast_still_runs() {
         [Value::Float(10.0)]
     );
 }
+
+#[test]
+fn as_strided_on_one_element_decides_a_huge_selector_at_once() {
+    in_child_process(
+        "as_strided_on_one_element_decides_a_huge_selector_at_once",
+        || {
+            let one = Tensor::compact(Cpu::from_f32(&[1.0], true).unwrap(), Shape::new(1).unwrap())
+                .unwrap();
+            let started = std::time::Instant::now();
+            let error = one
+                .as_strided(
+                    Shape::new((3, HUGE)).unwrap(),
+                    strideweave::Stride::new((2, 3)).unwrap(),
+                )
+                .unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::Value, "{error}");
+            // The selector is injective (decided from its two strides, not by enumerating
+            // 3·2^40 indices), but it reaches far past the one element it selects from.
+            assert!(
+                error
+                    .to_string()
+                    .contains("reaches 3298534883330 but 1:1 has size 1"),
+                "{error}"
+            );
+            assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        },
+    );
+}
