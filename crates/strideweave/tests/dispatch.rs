@@ -74,6 +74,7 @@ fn an_undeclared_plan_is_refused_before_any_allocation() {
 
 #[test]
 fn unknown_names_are_not_implemented() {
+    declare_neg();
     let error = Flaky::carrier(&[1.0], true)
         .dispatch_op("nope")
         .unwrap_err();
@@ -91,6 +92,7 @@ fn unknown_names_are_not_implemented() {
 
 #[test]
 fn a_cached_operation_is_a_type_error_and_keeps_its_first_metadata() {
+    declare_neg();
     let carrier = Flaky::carrier(&[1.0], true);
     let first = carrier.dispatch_op("cached").unwrap();
     let error = carrier.dispatch_op("cached").unwrap_err();

@@ -442,11 +442,12 @@ fn run_a_legacy_custom_carrier() -> Result<()> {
     mod common;
     use common::Flaky;
     let class = CarrierClass::of::<Flaky<LegacyMarker>>();
+    // Capabilities are declared before the first construction, which observes the class.
+    register_operation_capabilities(class, [])?;
     let carrier = Flaky::<LegacyMarker>::carrier(&[1.0, 2.0], true);
     carrier.set(0, Value::Float(5.0))?;
     assert_eq!(values(&carrier)?, floats(&[5.0, 2.0]));
     assert!(!class.is_definition_backed());
-    register_operation_capabilities(class, [])?;
     register_move_operation(
         class,
         CarrierClass::of::<Cpu>(),

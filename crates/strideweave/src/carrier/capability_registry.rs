@@ -102,9 +102,10 @@ fn shipped_computational_capabilities() -> Arc<[OperationCapability]> {
 
 /// Declares the complete capability set of the definition-free, independent `class`.
 ///
-/// Fails with a Type error for a dependent or shipped class, or one already declared or
-/// observed by a query; with a Value error for duplicate capabilities (the class stays
-/// open). The declaration seals the class.
+/// Fails with a Type error for a dependent or shipped class, or one already declared,
+/// observed by a query, or constructed (a definition-free carrier of it exists: "already
+/// observed"); with a Value error for duplicate capabilities (the class stays open). The
+/// declaration seals the class.
 pub fn register_operation_capabilities(
     class: CarrierClass,
     capabilities: impl IntoIterator<Item = OperationCapability>,
@@ -134,6 +135,14 @@ pub fn register_operation_capabilities(
         )));
     }
     let mut declared = DECLARED.write().unwrap_or_else(PoisonError::into_inner);
+    // Checked under the registry lock: a construction racing this declaration either
+    // happened before (refused here) or its class-level queries wait for the declaration.
+    if class.was_constructed() {
+        return Err(Error::Type(format!(
+            "{class} was already observed (constructed); its capabilities must be declared \
+             before the first carrier of the class is constructed"
+        )));
+    }
     if declared.contains_key(&class) {
         return Err(Error::Type(format!(
             "{class} has already declared (or been queried for) its capabilities"

@@ -25,8 +25,8 @@ struct ClassInfo {
     name: &'static str,
     kind: ClassKind,
     shipped: bool,
-    /// [`OPEN`], [`OBSERVED`] or [`DEFINED`]: the one atomic arbiter between the
-    /// definition-free path (construction, capability declaration or query, move
+    /// [`OPEN`], [`OBSERVED`], [`CONSTRUCTED`] or [`DEFINED`]: the one atomic arbiter
+    /// between the definition-free path (construction, capability declaration or query, move
     /// registration) and a carrier definition.
     authority: AtomicU8,
     /// The definition offered at registration, stored before the arbiter decides; it
@@ -52,10 +52,14 @@ impl ClassInfo {
 
 /// Neither observed nor defined: a definition may still be registered.
 const OPEN: u8 = 0;
-/// Observed on the definition-free path: sealed against a definition.
+/// Observed on the definition-free path (a capability declaration or query, a move
+/// registration): sealed against a definition.
 const OBSERVED: u8 = 1;
 /// Bound to a carrier definition: closed to the definition-free path.
 const DEFINED: u8 = 2;
+/// A definition-free carrier of the class was constructed: observed (sealed against a
+/// definition) and, in addition, closed to a capability declaration.
+const CONSTRUCTED: u8 = 3;
 
 /// A Rust type naming a carrier class that is not a definition-free carrier type, typically
 /// one whose storage a `CarrierDefinition` provides. Its class is [`CarrierClass::of_type`].
@@ -160,12 +164,12 @@ impl CarrierClass {
         self.0.authority.load(Ordering::Acquire) == DEFINED
     }
 
-    /// Records an observation on the definition-free path (construction, capability
-    /// declaration or query, move registration), sealing the class against a definition.
-    /// A Type error when the class is definition-backed.
+    /// Records an observation on the definition-free path (capability declaration or query,
+    /// move registration), sealing the class against a definition. A Type error when the
+    /// class is definition-backed.
     pub(crate) fn observe_definition_free(self, action: &str) -> Result<()> {
         let state = self.0.authority.load(Ordering::Acquire);
-        if state == OBSERVED {
+        if state == OBSERVED || state == CONSTRUCTED {
             return Ok(());
         }
         match self
@@ -173,12 +177,64 @@ impl CarrierClass {
             .authority
             .compare_exchange(OPEN, OBSERVED, Ordering::AcqRel, Ordering::Acquire)
         {
-            Ok(_) | Err(OBSERVED) => Ok(()),
-            Err(_) => Err(Error::Type(format!(
-                "cannot {action}: {self} is a definition-backed carrier class and uses only its \
-                 CarrierDefinition"
-            ))),
+            Ok(_) | Err(OBSERVED) | Err(CONSTRUCTED) => Ok(()),
+            Err(_) => Err(self.definition_backed(action)),
         }
+    }
+
+    /// Records the construction of a definition-free carrier of this class: an observation
+    /// that seals the class against a definition and against a capability declaration (the
+    /// carrier exists, so the class's answers are fixed). Called only once the construction
+    /// can no longer be refused, so a refused construction seals nothing. A Type error when
+    /// the class is definition-backed.
+    #[inline]
+    pub(crate) fn observe_construction(self, action: &str) -> Result<()> {
+        if self.0.authority.load(Ordering::Acquire) == CONSTRUCTED {
+            return Ok(());
+        }
+        self.observe_construction_slow(action)
+    }
+
+    #[cold]
+    fn observe_construction_slow(self, action: &str) -> Result<()> {
+        let mut state = self.0.authority.load(Ordering::Acquire);
+        loop {
+            match state {
+                CONSTRUCTED => return Ok(()),
+                DEFINED => return Err(self.definition_backed(action)),
+                _ => {}
+            }
+            match self.0.authority.compare_exchange(
+                state,
+                CONSTRUCTED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// A Type error when the class is definition-backed (an observation-free check, made
+    /// before a definition-free construction validates anything).
+    pub(crate) fn check_definition_free(self, action: &str) -> Result<()> {
+        if self.is_definition_backed() {
+            return Err(self.definition_backed(action));
+        }
+        Ok(())
+    }
+
+    /// Whether a definition-free carrier of this class has been constructed.
+    pub(crate) fn was_constructed(self) -> bool {
+        self.0.authority.load(Ordering::Acquire) == CONSTRUCTED
+    }
+
+    fn definition_backed(self, action: &str) -> Error {
+        Error::Type(format!(
+            "cannot {action}: {self} is a definition-backed carrier class and uses only its \
+             CarrierDefinition"
+        ))
     }
 
     /// Binds the class to a definition: the single winner of the arbiter. A Type error when

@@ -72,20 +72,7 @@ impl Carrier {
                 std::any::type_name::<S>()
             )));
         }
-        // Construction observes the class: a kernel-backed definition freezes its provider's
-        // patterns and the registered packs as one execution set.
-        let kernels = definition
-            .kernels()
-            .map(|provider| freeze_execution_set(class, provider));
-        DefinedBody::construct(
-            class,
-            definition,
-            kernels,
-            Box::new(state),
-            slots,
-            dtype,
-            mutable,
-        )
+        DefinedBody::construct(class, definition, Box::new(state), slots, dtype, mutable)
     }
 
     /// Calls `read` with this definition-backed carrier's provider-owned state (for example
@@ -127,7 +114,6 @@ impl DefinedBody {
     fn construct(
         class: CarrierClass,
         definition: CarrierDefinition,
-        kernels: Option<Arc<ExecutionSet>>,
         mut state: ErasedState,
         slots: usize,
         dtype: DType,
@@ -156,6 +142,13 @@ impl DefinedBody {
             let _ = storage.call_release(class, state.as_mut());
             return Err(error);
         }
+        // The construction can no longer be refused by the storage provider: it observes the
+        // class, and a kernel-backed definition freezes its provider's patterns and the
+        // registered packs as one execution set. (A refused construction freezes nothing: a
+        // pack may still be registered after it.)
+        let kernels = definition
+            .kernels()
+            .map(|provider| freeze_execution_set(class, provider));
         let body = DefinedBody {
             class,
             definition,
@@ -201,7 +194,6 @@ impl DefinedBody {
         DefinedBody::construct(
             self.class,
             self.definition.clone(),
-            self.kernels.clone(),
             state,
             slots,
             dtype,

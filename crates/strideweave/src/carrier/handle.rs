@@ -57,7 +57,11 @@ pub struct Carrier {
 impl Carrier {
     /// Wraps a definition-free carrier `body` holding `dtype` slots.
     ///
-    /// Fails with a Value error when the class cannot store `dtype` (categories never can).
+    /// Fails with a Value error when the class cannot store `dtype` (categories never can),
+    /// and with a Type error when the class is definition-backed. A successful construction
+    /// observes the class: from then on neither a carrier definition nor a capability
+    /// declaration can be registered for it (Type, "already observed"). A refused
+    /// construction constructs nothing and seals nothing.
     pub fn new<T: DefinitionFreeCarrier>(body: T, dtype: DType, mutable: bool) -> Result<Carrier> {
         Carrier::with_class(body, CarrierClass::of::<T>(), dtype, mutable)
     }
@@ -76,10 +80,16 @@ impl Carrier {
             class == CarrierClass::of::<T>(),
             "{class} is not the class of the body"
         );
-        class.observe_definition_free("construct a definition-free carrier body")?;
+        const ACTION: &str = "construct a definition-free carrier body";
+        // Construction observes the class, but only once it can no longer be refused: a
+        // refused construction constructs nothing and seals nothing.
+        if !class.was_constructed() {
+            class.check_definition_free(ACTION)?;
+        }
         if !DefinitionFreeCarrier::supports_storage_dtype(&body, dtype) {
             return Err(Error::UnstorableDtype { class, dtype });
         }
+        class.observe_construction(ACTION)?;
         let inner: Arc<Inner> = Arc::new(Inner {
             class,
             body_type: TypeId::of::<T>(),
