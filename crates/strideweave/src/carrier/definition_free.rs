@@ -10,7 +10,7 @@ use crate::carrier::Carrier;
 use crate::carriers::extension::{CarrierFacet, ExecutionSet};
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
-use crate::operation::{Operation, OperationCapability};
+use crate::operation::{BuiltinKernel, Operation, OperationCapability};
 
 /// The storage hooks of a definition-free carrier class.
 ///
@@ -118,6 +118,15 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
         )))
     }
 
+    /// The built-in kernels of this class as one plain function, when it has them: the
+    /// dispatcher calls it for a built-in operation instead of building a fresh
+    /// [`Operation`] through [`dispatch_op`](Self::dispatch_op), which still answers
+    /// `Carrier::dispatch_op`. Both must compute the same thing. `None` (the default) keeps
+    /// every call on the dispatch hook.
+    fn builtin_kernel(&self) -> Option<BuiltinKernel> {
+        None
+    }
+
     /// The capabilities of this instance, when they are an instance snapshot rather than
     /// the class declaration (dependent carriers such as Evictable). `None` (the default)
     /// means the class declaration answers every capability query and gates dispatch.
@@ -181,6 +190,10 @@ pub(crate) trait ErasedCarrier: Send + Sync {
         dtype: DType,
     ) -> Result<()>;
     fn dispatch_op(&self, name: &str) -> Result<Operation>;
+    /// The built-in kernel function of a definition-free body; none for a defined body.
+    fn builtin_kernel(&self) -> Option<BuiltinKernel> {
+        None
+    }
     fn instance_capabilities(&self) -> Option<Arc<[OperationCapability]>>;
     fn as_any(&self) -> &dyn Any;
     /// The carrier-specific facets of the body's definition; none for a definition-free body.
@@ -260,6 +273,9 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
     }
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
         DefinitionFreeCarrier::dispatch_op(self, name)
+    }
+    fn builtin_kernel(&self) -> Option<BuiltinKernel> {
+        DefinitionFreeCarrier::builtin_kernel(self)
     }
     fn instance_capabilities(&self) -> Option<Arc<[OperationCapability]>> {
         DefinitionFreeCarrier::instance_capabilities(self)

@@ -15,7 +15,7 @@ use crate::carrier::{
 use crate::carriers::extension::{CarrierFacet, ExecutionSet};
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
-use crate::operation::{Operation, OperationCapability, OperationPlan};
+use crate::operation::{BuiltinKernel, Operation, OperationCapability, OperationPlan};
 
 /// The framework-owned state of a carrier and, last, its body: the implementation behind the
 /// handle, stored unsized in the same allocation.
@@ -422,16 +422,33 @@ impl Carrier {
     /// Dispatches the operation `name` through this carrier's hook: a fresh [`Operation`]
     /// tagged with `name` and this exact class. NotImplemented when the class does not
     /// execute it; a Type error when the hook returns an operation already dispatched.
+    ///
+    /// A definition-backed carrier answers from its definition: a released carrier is a
+    /// Runtime error ([`Error::Released`]); a storage-only class, or a kernel-backed class
+    /// with no pattern for the operation, is `UnsupportedOperationPlan` with the reason; an
+    /// unknown name is NotImplemented. Otherwise the operation is bound to the central
+    /// definition of `name`, and its [`forward`](Operation::forward) runs what
+    /// [`call`](crate::operation::call) runs for the class (its kernel execution set or its
+    /// composite provider) with the pipeline's capability gate and result validation.
     pub fn dispatch_op(&self, name: &str) -> Result<Operation> {
         self.dispatch_operation(&Arc::from(name))
     }
 
     /// [`dispatch_op`](Carrier::dispatch_op) with the name already shared (a definition's),
     /// so tagging the operation copies nothing.
+    /// The class's built-in kernel function, when its body has one.
+    #[inline]
+    pub(crate) fn builtin_kernel(&self) -> Option<BuiltinKernel> {
+        self.body().builtin_kernel()
+    }
+
     pub(crate) fn dispatch_operation(&self, name: &Arc<str>) -> Result<Operation> {
-        self.body()
-            .dispatch_op(name)?
-            .mark_dispatched(Arc::clone(name), self.class())
+        // A definition-backed carrier: liveness first, then its definition's hook.
+        let operation = match self.dispatch_defined(name) {
+            Some(defined) => defined?,
+            None => self.body().dispatch_op(name)?,
+        };
+        operation.mark_dispatched(Arc::clone(name), self.class())
     }
 
     /// The capabilities this carrier executes: its instance snapshot when it has one

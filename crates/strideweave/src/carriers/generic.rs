@@ -5,7 +5,7 @@ use std::sync::{PoisonError, RwLock};
 use crate::carrier::{Carrier, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, DType, Value};
 use crate::error::{quoted, Error, Result};
-use crate::operation::{Builtin, Operation};
+use crate::operation::{Builtin, BuiltinKernel, Operation};
 
 const STORABLE: [DType; 3] = [DType::FLOAT32, DType::INT32, DType::BOOL];
 
@@ -106,6 +106,10 @@ impl DefinitionFreeCarrier for Generic {
 
     /// A fresh [`Operation`] running the reference kernel of the built-in `name`
     /// (docs/kernel-semantics.md); NotImplemented for any other name.
+    fn builtin_kernel(&self) -> Option<BuiltinKernel> {
+        Some(crate::kernels::reference::execute)
+    }
+
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
         let Some(builtin) = Builtin::from_name(name) else {
             return Err(Error::NotImplemented(format!(

@@ -82,9 +82,14 @@ impl OperationDefinition {
             let outputs = match carrier.kernel_execution_set() {
                 // A kernel-backed definition: its frozen patterns prepare in candidate order.
                 Some(kernels) => kernels.execute(&invocation)?,
-                None => carrier
-                    .dispatch_operation(self.shared_name())?
-                    .forward(&invocation)?,
+                // A definition-free class: its built-in kernel function, or a fresh operation
+                // from its dispatch hook.
+                None => match (self.builtin(), carrier.builtin_kernel()) {
+                    (Some(builtin), Some(kernel)) => kernel(builtin, &invocation)?,
+                    _ => carrier
+                        .dispatch_operation(self.shared_name())?
+                        .forward(&invocation)?,
+                },
             };
             (outputs, None)
         };

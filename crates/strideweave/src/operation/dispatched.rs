@@ -6,10 +6,16 @@ use std::sync::{Arc, OnceLock};
 
 use crate::carrier::CarrierClass;
 use crate::error::{Error, Result};
-use crate::operation::ResolvedInvocation;
+use crate::operation::{Builtin, ResolvedInvocation};
 use crate::tensor::Tensor;
 
 type Forward = dyn Fn(&ResolvedInvocation) -> Result<Vec<Tensor>> + Send + Sync;
+
+/// A definition-free class's built-in kernels as one plain function
+/// ([`DefinitionFreeCarrier::builtin_kernel`](crate::carrier::DefinitionFreeCarrier::builtin_kernel)):
+/// the dispatcher calls it with the built-in's identity and the resolved invocation, and it
+/// returns fresh results exactly as a dispatched [`Operation`] for that built-in would.
+pub type BuiltinKernel = fn(Builtin, &ResolvedInvocation) -> Result<Vec<Tensor>>;
 
 struct State {
     /// Set once, by the framework, when the operation is dispatched.
@@ -79,8 +85,14 @@ impl Operation {
         Arc::ptr_eq(&self.state, &other.state)
     }
 
-    /// Runs the computation; the framework validates what it returns before publishing.
-    pub(crate) fn forward(&self, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    /// Runs the computation on `invocation` (a Runtime error before dispatch).
+    ///
+    /// The dispatcher calls it, then validates the results before publishing them and
+    /// records autograd. Called directly, an operation from a definition-free hook returns
+    /// its results unvalidated; the operation of a definition-backed carrier gates the plan
+    /// and validates its results itself (docs/carriers.md, Dispatch). Nothing is recorded
+    /// for gradients either way.
+    pub fn forward(&self, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
         if self.state.dispatched.get().is_none() {
             return Err(Error::Runtime(
                 "an operation runs only after a carrier dispatched it".into(),

@@ -389,6 +389,37 @@ impl ResolvedInvocation {
         })
     }
 
+    /// A built-in's invocation, which its resolver builds consistent by construction (the
+    /// plan is the built-in's own, one result, saved positions from its spec): the checks of
+    /// [`new`](Self::new) run in debug builds only.
+    pub(crate) fn of_builtin(
+        call: BoundOperationCall,
+        plan: OperationPlan,
+        result: ResultSpec,
+        saved_operands: impl IntoIterator<Item = usize>,
+    ) -> ResolvedInvocation {
+        let saved = SavedList::collect(saved_operands);
+        let invocation = ResolvedInvocation {
+            call,
+            plan,
+            results: ResultList::One([result]),
+            saved_operands: saved,
+            kernel_id: None,
+        };
+        debug_assert!(
+            ResolvedInvocation::new(
+                invocation.call.clone(),
+                invocation.plan.clone(),
+                invocation.results().iter().cloned(),
+                invocation.saved_operands().iter().copied(),
+                None,
+            )
+            .is_ok(),
+            "a built-in resolved an inconsistent invocation: {invocation:?}"
+        );
+        invocation
+    }
+
     /// The bound call.
     pub fn call(&self) -> &BoundOperationCall {
         &self.call

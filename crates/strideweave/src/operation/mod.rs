@@ -22,7 +22,7 @@ pub use definition::{
     ReferenceFn, ResolveFn,
 };
 pub use dispatch::call;
-pub use dispatched::Operation;
+pub use dispatched::{BuiltinKernel, Operation};
 pub(crate) use invocation::OperandList;
 pub use invocation::{BoundOperationCall, ResolvedInvocation, ResultSpec};
 pub use operand::Operand;

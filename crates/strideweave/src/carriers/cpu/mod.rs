@@ -41,7 +41,7 @@ pub(crate) const INLINE_F32: usize = inline_slots::WORDS;
 use crate::carrier::{Carrier, CarrierClass, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, validate_storage_dtype, DType, Value};
 use crate::error::{quoted, Error, Result};
-use crate::operation::{Builtin, Operation};
+use crate::operation::{Builtin, BuiltinKernel, Operation};
 
 const NAME: &str = "CPU";
 const STORABLE: [DType; 3] = [DType::FLOAT32, DType::INT32, DType::BOOL];
@@ -621,6 +621,10 @@ impl DefinitionFreeCarrier for Cpu {
         Ok(Operation::new(move |invocation| {
             crate::kernels::cpu::execute(builtin, invocation)
         }))
+    }
+
+    fn builtin_kernel(&self) -> Option<BuiltinKernel> {
+        Some(crate::kernels::cpu::execute)
     }
 
     fn check_scatter_source(

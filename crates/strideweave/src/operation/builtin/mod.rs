@@ -18,6 +18,7 @@ pub use identity::{Builtin, BUILTIN_OPERATIONS};
 pub(crate) use spec::VjpRule;
 pub(crate) use vjp::BuiltinVjp;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -190,7 +191,13 @@ fn resolve(
             )));
         }
     }
-    let accumulator = match call.option("accumulator_dtype") {
+    // Only a family that takes the option has it in its schema.
+    let requested = if spec.family.takes_accumulator() {
+        call.option("accumulator_dtype")
+    } else {
+        None
+    };
+    let accumulator = match requested {
         Some(OptionValue::DType(dtype)) => Some(dtype),
         Some(OptionValue::None) | None => None,
         Some(other) => {
@@ -223,19 +230,19 @@ fn resolve(
         .iter()
         .filter_map(Operand::as_tensor)
         .map(Tensor::shape);
-    let shape = match spec.rule {
+    let shape: Cow<'_, Shape> = match spec.rule {
         ShapeRule::Broadcast => broadcast_shapes(name, shapes)?,
         ShapeRule::ReduceMode1 => {
             let Some(shape) = shapes.next() else {
                 return Err(Error::Type(format!("'{name}' needs a tensor operand")));
             };
-            reduced_shape(name, shape)?
+            Cow::Owned(reduced_shape(name, shape)?)
         }
         ShapeRule::Contract => {
             let (Some(lhs), Some(rhs)) = (shapes.next(), shapes.next()) else {
                 return Err(Error::Type(format!("'{name}' needs two tensor operands")));
             };
-            contracted_shape(name, lhs, rhs)?
+            Cow::Owned(contracted_shape(name, lhs, rhs)?)
         }
     };
     let saved = spec.saved.iter().copied().filter(|&i| {
@@ -247,9 +254,14 @@ fn resolve(
     let result = match first_tensor(call).filter(|t| is_column_major_of(t.layout(), &shape)) {
         // The canonical layout of `shape` is already at hand: share it rather than rebuild it.
         Some(t) => ResultSpec::shared(plan.output(), Arc::clone(t.shared_layout())),
-        None => ResultSpec::canonical(plan.output(), shape),
+        None => ResultSpec::canonical(plan.output(), shape.into_owned()),
     };
-    ResolvedInvocation::new(call.clone(), plan, [result], saved, None)
+    Ok(ResolvedInvocation::of_builtin(
+        call.clone(),
+        plan,
+        result,
+        saved,
+    ))
 }
 
 /// The first tensor operand of `call`.
@@ -264,14 +276,18 @@ fn is_column_major_of(layout: &Layout, shape: &Shape) -> bool {
 
 /// The broadcast of `shapes` (docs/operations.md, Broadcasting): identical nesting profiles, and
 /// per leaf equal extents or one of them 1; no rank alignment.
-fn broadcast_shapes<'a>(name: &str, shapes: impl IntoIterator<Item = &'a Shape>) -> Result<Shape> {
+fn broadcast_shapes<'a>(
+    name: &str,
+    shapes: impl IntoIterator<Item = &'a Shape>,
+) -> Result<Cow<'a, Shape>> {
     let mut shapes = shapes.into_iter();
     let Some(first) = shapes.next() else {
         return Err(Error::Type(format!("'{name}' needs a tensor operand")));
     };
-    let mut result: Shape = first.clone();
+    // Borrowed while every shape so far equals the first: the usual case allocates nothing.
+    let mut result: Cow<'a, Shape> = Cow::Borrowed(first);
     for shape in shapes {
-        if *shape == result {
+        if *shape == *result {
             // Identical shapes broadcast to themselves.
             continue;
         }
@@ -293,7 +309,7 @@ fn broadcast_shapes<'a>(name: &str, shapes: impl IntoIterator<Item = &'a Shape>)
                 }
             });
         }
-        result = result.with_leaves(&extents)?;
+        result = Cow::Owned(result.with_leaves(&extents)?);
     }
     Ok(result)
 }
