@@ -434,14 +434,14 @@ impl Carrier {
         self.dispatch_operation(&Arc::from(name))
     }
 
-    /// [`dispatch_op`](Carrier::dispatch_op) with the name already shared (a definition's),
-    /// so tagging the operation copies nothing.
     /// The class's built-in kernel function, when its body has one.
     #[inline]
     pub(crate) fn builtin_kernel(&self) -> Option<BuiltinKernel> {
         self.body().builtin_kernel()
     }
 
+    /// [`dispatch_op`](Carrier::dispatch_op) with the name already shared (a definition's),
+    /// so tagging the operation copies nothing.
     pub(crate) fn dispatch_operation(&self, name: &Arc<str>) -> Result<Operation> {
         // A definition-backed carrier: liveness first, then its definition's hook.
         let operation = match self.dispatch_defined(name) {
