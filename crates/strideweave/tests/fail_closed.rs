@@ -14,7 +14,8 @@ use strideweave::carrier::{
     ClassKind,
 };
 use strideweave::carriers::extension::{
-    carrier_definition, InterfaceHandle, Preparation, PreparedKernel, ProviderResult, Submitted,
+    carrier_definition, CompositePreparation, CompositeProvider, InterfaceHandle, Preparation,
+    PreparedComposite, PreparedKernel, ProviderResult, Submitted,
 };
 use strideweave::operation::{
     operation_definition, resolve_operation_plan, OperationCapability, PlanOperand,
@@ -229,5 +230,242 @@ fn a_refused_definition_backed_construction_leaves_the_kernel_set_open() -> Resu
         "type error: KernelPack 'vendor' 2.0: RefusedAccel was already observed (constructed or queried); \
          its kernel set is sealed"
     );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Item A: `dispatch_op` on a definition-backed class.
+
+fn bind_neg(x: &Tensor) -> Result<ResolvedInvocation> {
+    let neg = operation_definition("neg")?;
+    neg.resolve(&neg.bind(vec![x.clone().into()], &[])?)
+}
+
+#[test]
+fn dispatch_op_on_a_kernel_backed_class_runs_its_execution_set() -> Result<()> {
+    let class = independent("DispatchAccel");
+    let prepared = Arc::new(AtomicUsize::new(0));
+    define_kernels(
+        class,
+        vec![neg_pattern(class, "accel.neg", Arc::clone(&prepared))],
+    );
+    let x = tensor(class, &[1.0, -2.0])?;
+    let first = x.carrier().dispatch_op("neg")?;
+    let second = x.carrier().dispatch_op("neg")?;
+    assert!(!first.same_as(&second));
+    assert_eq!(
+        (first.name(), first.carrier_class()),
+        (Some("neg"), Some(class))
+    );
+    assert_eq!(
+        prepared.load(Ordering::SeqCst),
+        0,
+        "dispatch prepares nothing"
+    );
+
+    let invocation = bind_neg(&x)?;
+    let y = first.forward(&invocation)?.remove(0);
+    assert_eq!(floats(&y), [-1.0, 2.0]);
+    assert_eq!(y.carrier().class(), class);
+    assert_eq!(prepared.load(Ordering::SeqCst), 1);
+    // The operand is unchanged and nothing was recorded.
+    assert_eq!(x.version(), 2);
+    assert_eq!(floats(&x), [1.0, -2.0]);
+    assert!(y.grad_fn().is_none());
+
+    // An invocation of another operation is refused before any pattern prepares.
+    let abs = operation_definition("abs")?;
+    let other = abs.resolve(&abs.bind(vec![x.clone().into()], &[])?)?;
+    let error = second.forward(&other).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Type);
+    assert_eq!(
+        error.to_string(),
+        "type error: an operation dispatched as 'neg' by DispatchAccel cannot run a 'abs' \
+         invocation"
+    );
+    assert_eq!(prepared.load(Ordering::SeqCst), 1);
+    Ok(())
+}
+
+#[test]
+fn the_forward_of_a_definition_backed_operation_validates_like_the_pipeline() -> Result<()> {
+    let class = independent("EchoAccel");
+    // A kernel that hands the operand back as its result: a contract violation.
+    let echo = KernelPattern::new(
+        &operation_definition("neg")?,
+        [neg_plan()],
+        "echo.neg",
+        |invocation: &ResolvedInvocation, interface: &InterfaceHandle| {
+            let input = invocation.call().tensor(0)?.clone();
+            Ok(Preparation::Kernel(PreparedKernel::new(
+                interface.clone(),
+                move || ProviderResult::new([input]).map(Submitted::Ready),
+            )))
+        },
+        0,
+    )?;
+    define_kernels(class, vec![echo]);
+    let x = tensor(class, &[3.0])?;
+    let operation = x.carrier().dispatch_op("neg")?;
+    let error = operation.forward(&bind_neg(&x)?).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert!(matches!(error, Error::ProviderContract(_)));
+    assert_eq!(
+        error.to_string(),
+        "provider contract violated: 'neg' on EchoAccel: result 0 shares storage with an operand"
+    );
+    // The pipeline says the same.
+    let piped = strideweave::ops::neg(&x).unwrap_err();
+    assert_eq!(piped.to_string(), error.to_string());
+    assert_eq!(x.version(), 1);
+    assert_eq!(floats(&x), [3.0]);
+
+    // Operands of another class are refused (Type) before anything runs.
+    let cpu = Tensor::compact(
+        strideweave::carriers::Cpu::from_f32(&[1.0], true)?,
+        Shape::new(1)?,
+    )?;
+    let error = operation.forward(&bind_neg(&cpu)?).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Type);
+    assert_eq!(
+        error.to_string(),
+        "type error: Tensor backing carriers must match: 'neg' was dispatched by EchoAccel and \
+         got a CPU operand"
+    );
+    Ok(())
+}
+
+#[test]
+fn dispatch_op_on_a_released_definition_backed_carrier_reports_the_release_first() -> Result<()> {
+    let class = independent("ReleasedAccel");
+    define_kernels(
+        class,
+        vec![neg_pattern(class, "released.neg", Arc::default())],
+    );
+    let carrier = Carrier::create(class, F32s::default(), 1, DType::FLOAT32, true)?;
+    carrier.release()?;
+    for name in ["neg", "relu", "nope"] {
+        let error = carrier.dispatch_op(name).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Runtime);
+        assert!(matches!(error, Error::Released { class: c, .. } if c == class));
+        assert_eq!(
+            error.to_string(),
+            "runtime error: cannot dispatch an operation: the ReleasedAccel carrier is released"
+        );
+    }
+    assert!(carrier.is_released());
+    assert_eq!(carrier.version(), 0);
+    Ok(())
+}
+
+#[test]
+fn dispatch_op_on_a_storage_only_class_says_it_is_storage_only() -> Result<()> {
+    let class = independent("StorageOnlyDispatch");
+    register_carrier_definition(class, CarrierDefinition::new(f32_storage()))?;
+    let carrier = Carrier::create(class, F32s::default(), 1, DType::FLOAT32, true)?;
+    for name in ["neg", "nope"] {
+        let error = carrier.dispatch_op(name).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NotImplemented);
+        assert!(matches!(error, Error::UnsupportedOperationPlan(_)));
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "unsupported operation plan for '{name}': StorageOnlyDispatch is a storage-only \
+                 definition-backed carrier class: it executes no operation"
+            )
+        );
+    }
+    assert!(!carrier.is_released());
+    assert_eq!(carrier.version(), 0);
+    Ok(())
+}
+
+#[test]
+fn dispatch_op_of_an_operation_without_a_pattern_or_an_unknown_name_is_refused() -> Result<()> {
+    let class = independent("NegOnlyAccel");
+    define_kernels(
+        class,
+        vec![neg_pattern(class, "negonly.neg", Arc::default())],
+    );
+    let carrier = Carrier::create(class, F32s::default(), 1, DType::FLOAT32, true)?;
+    let error = carrier.dispatch_op("relu").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotImplemented);
+    match &error {
+        Error::UnsupportedOperationPlan(plan) => {
+            assert_eq!(plan.operation(), "relu");
+            assert_eq!(
+                plan.reasons(),
+                ["NegOnlyAccel has no kernel pattern for 'relu'"]
+            );
+        }
+        other => panic!("expected UnsupportedOperationPlan, got {other:?}"),
+    }
+    assert_eq!(
+        error.to_string(),
+        "unsupported operation plan for 'relu': NegOnlyAccel has no kernel pattern for 'relu'"
+    );
+    let error = carrier.dispatch_op("nope").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotImplemented);
+    assert!(matches!(error, Error::NotImplemented(_)));
+    assert_eq!(
+        error.to_string(),
+        "not implemented: NegOnlyAccel dispatches no operation 'nope': no operation of that \
+         name is defined"
+    );
+    assert_eq!(carrier.version(), 0);
+    Ok(())
+}
+
+/// The state of a dependent test class: F32 slots of its own.
+fn negating_composite() -> CompositeProvider {
+    let cpu = CarrierClass::of::<strideweave::carriers::Cpu>();
+    CompositeProvider::new(
+        |_: &Carrier| Ok(vec![neg_plan()]),
+        move |_: &Carrier, _: &ResolvedInvocation| Ok(vec![cpu]),
+        |_: &Carrier, invocation: &ResolvedInvocation| {
+            let input = invocation.call().tensor(0)?.clone();
+            let spec = invocation.results()[0].clone();
+            Ok(CompositePreparation::Composite(PreparedComposite::new(
+                move || {
+                    let values: Vec<f32> = floats(&input).into_iter().map(|x| -x as f32).collect();
+                    let carrier = strideweave::carriers::Cpu::from_f32(&values, true)?;
+                    ProviderResult::new([spec.tensor(carrier)?]).map(Submitted::Ready)
+                },
+            )))
+        },
+    )
+}
+
+#[test]
+fn dispatch_op_on_a_dependent_class_runs_its_composite_provider() -> Result<()> {
+    let class = CarrierClass::mint("NegatingComposite", ClassKind::Dependent);
+    let definition = CarrierDefinition::new(f32_storage()).with_composite(negating_composite())?;
+    register_carrier_definition(class, definition)?;
+    let x = tensor(class, &[2.0, -5.0])?;
+    let operation = x.carrier().dispatch_op("neg")?;
+    assert_eq!(
+        (operation.name(), operation.carrier_class()),
+        (Some("neg"), Some(class))
+    );
+    let y = operation.forward(&bind_neg(&x)?)?.remove(0);
+    assert_eq!(floats(&y), [-2.0, 5.0]);
+    assert_eq!(
+        y.carrier().class(),
+        CarrierClass::of::<strideweave::carriers::Cpu>()
+    );
+    assert_eq!(x.version(), 2);
+    assert!(y.grad_fn().is_none());
+    // A plan outside the instance's reach is gated by the forward.
+    let abs = x.carrier().dispatch_op("abs")?;
+    let definition = operation_definition("abs")?;
+    let invocation = definition.resolve(&definition.bind(vec![x.clone().into()], &[])?)?;
+    let error = abs.forward(&invocation).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotImplemented);
+    assert_eq!(
+        error.to_string(),
+        "unsupported operation plan for 'abs': NegatingComposite declares no operation-plan \
+         capability for 'abs'"
+    );
+    assert_eq!(x.version(), 2);
     Ok(())
 }

@@ -12,8 +12,13 @@ use crate::carriers::extension::{
     ErasedState, ExecutionSet,
 };
 use crate::dtype::{DType, Value};
-use crate::error::{Error, Result};
-use crate::operation::{Operation, OperationCapability};
+use crate::error::{Error, Result, UnsupportedOperationPlan};
+use crate::operation::provider_scope::ProviderScope;
+use crate::operation::{
+    operation_definition, Operand, Operation, OperationCapability, OperationDefinition,
+    ResolvedInvocation,
+};
+use crate::tensor::Tensor;
 
 /// A definition-backed body. The handle checks liveness, mutability and index range before
 /// calling in; this body checks the state type and validates every provider answer.
@@ -97,6 +102,18 @@ impl Carrier {
             ))
         })?;
         Ok(read(typed))
+    }
+
+    /// The dispatch hook of a definition-backed carrier (`None` for a definition-free one):
+    /// a fresh [`Operation`] bound to the central definition of `name` whose forward runs
+    /// the definition-backed path (see [`DefinedBody::dispatch`]). A released carrier is
+    /// reported first (Runtime, [`Error::Released`]).
+    pub(super) fn dispatch_defined(&self, name: &str) -> Option<Result<Operation>> {
+        let body = self.defined_body()?;
+        Some(
+            self.check_live("dispatch an operation")
+                .and_then(|()| body.dispatch(name)),
+        )
     }
 
     fn defined_body(&self) -> Option<&DefinedBody> {
@@ -202,6 +219,233 @@ impl DefinedBody {
     }
 }
 
+/// How a definition-backed class executes: its frozen kernel execution set (independent) or
+/// its composite provider (dependent).
+enum DefinedPath {
+    Kernels(Arc<ExecutionSet>),
+    Composite(CompositeProvider),
+}
+
+impl DefinedBody {
+    /// The dispatch hook of a definition-backed class, checked in this order (after
+    /// liveness, which the handle checks):
+    ///
+    /// 1. a storage-only class executes nothing: `UnsupportedOperationPlan` saying so;
+    /// 2. an unknown operation name: NotImplemented;
+    /// 3. a kernel-backed class none of whose frozen patterns executes the operation:
+    ///    `UnsupportedOperationPlan` naming the class and the operation.
+    ///
+    /// Otherwise a fresh [`Operation`] (the handle tags it with `name` and the exact class)
+    /// whose forward is [`forward_defined`]. A dependent class's reach is per instance, so
+    /// its plans are gated when the forward runs, on the executing instance.
+    fn dispatch(&self, name: &str) -> Result<Operation> {
+        let class = self.class;
+        let path = match (&self.kernels, self.definition.composite()) {
+            (Some(kernels), _) => DefinedPath::Kernels(Arc::clone(kernels)),
+            (None, Some(composite)) => DefinedPath::Composite(composite.clone()),
+            (None, None) => {
+                return Err(Error::UnsupportedOperationPlan(
+                    UnsupportedOperationPlan::new(
+                        name,
+                        [format!(
+                            "{class} is a storage-only definition-backed carrier class: it \
+                             executes no operation"
+                        )],
+                    ),
+                ))
+            }
+        };
+        let definition = operation_definition(name).map_err(|_| {
+            Error::NotImplemented(format!(
+                "{class} dispatches no operation '{name}': no operation of that name is defined"
+            ))
+        })?;
+        if let DefinedPath::Kernels(kernels) = &path {
+            let name = definition.name();
+            if !kernels.capabilities().iter().any(|c| c.operation() == name) {
+                return Err(Error::UnsupportedOperationPlan(
+                    UnsupportedOperationPlan::new(
+                        name,
+                        [format!("{class} has no kernel pattern for '{name}'")],
+                    ),
+                ));
+            }
+        }
+        Ok(Operation::new(move |invocation| {
+            forward_defined(class, &definition, &path, invocation)
+        }))
+    }
+}
+
+/// The forward of an operation dispatched by a definition-backed `class`: the path
+/// [`OperationDefinition::call`] takes for that class, with the same checks.
+///
+/// 1. The invocation must be of the dispatched operation (Type otherwise).
+/// 2. Its first tensor operand's carrier executes, and every tensor operand must be on
+///    exactly `class` (Type, "Tensor backing carriers must match").
+/// 3. The executing carrier's capability gate (`UnsupportedOperationPlan`).
+/// 4. The kernel execution set (candidates in order, `Unsupported` falling through) or the
+///    composite provider (result classes, then one prepared submission), inside a provider
+///    scope.
+/// 5. The pipeline's publication check, [`check_results`]. Nothing is recorded for
+///    autograd: recording is the pipeline's, after its own validation.
+fn forward_defined(
+    class: CarrierClass,
+    definition: &OperationDefinition,
+    path: &DefinedPath,
+    invocation: &ResolvedInvocation,
+) -> Result<Vec<Tensor>> {
+    let name = definition.name();
+    let call = invocation.call();
+    if !call.definition().same_as(definition) {
+        return Err(Error::Type(format!(
+            "an operation dispatched as '{name}' by {class} cannot run a '{}' invocation",
+            call.definition().name()
+        )));
+    }
+    let mut tensors = call.operands().iter().filter_map(Operand::as_tensor);
+    let Some(first) = tensors.next() else {
+        return Err(Error::Type(format!(
+            "'{name}' needs at least one tensor operand"
+        )));
+    };
+    if let Some(other) = std::iter::once(first)
+        .chain(tensors)
+        .find(|t| t.carrier().class() != class)
+    {
+        return Err(Error::Type(format!(
+            "Tensor backing carriers must match: '{name}' was dispatched by {class} and got a \
+             {} operand",
+            other.carrier().class()
+        )));
+    }
+    let carrier = first.carrier();
+    carrier.check_capability(invocation.plan())?;
+    let versions: Vec<u64> = operand_tensors(invocation).map(Tensor::version).collect();
+    let scope = ProviderScope::open();
+    let (outputs, result_classes) = match path {
+        DefinedPath::Kernels(kernels) => (kernels.execute(invocation)?, None),
+        DefinedPath::Composite(composite) => {
+            let (outputs, classes) = composite.execute(carrier, invocation)?;
+            (outputs, Some(classes))
+        }
+    };
+    check_results(
+        invocation,
+        class,
+        result_classes.as_deref(),
+        &outputs,
+        &versions,
+        &scope,
+    )?;
+    drop(scope);
+    Ok(outputs)
+}
+
+fn operand_tensors(invocation: &ResolvedInvocation) -> impl Iterator<Item = &Tensor> {
+    invocation
+        .call()
+        .operands()
+        .iter()
+        .filter_map(Operand::as_tensor)
+}
+
+/// The publication check of the dispatch pipeline, restated here because the pipeline's own
+/// (`operation/dispatch.rs`, `validate`) is private to that module: the same checks in the
+/// same order with the same messages. Results match their specifications exactly (count;
+/// an aliasing result is that operand itself; on `class`, or on the declared
+/// `result_classes` of a composite provider; dtype; layout at offset 0; exactly the layout's
+/// cosize in slots; no storage shared with an operand), and no operand was mutated (a
+/// `ProviderContract` error; an operand whose version moved with no write by the provider on
+/// record was written by another thread: a Runtime error).
+fn check_results(
+    invocation: &ResolvedInvocation,
+    class: CarrierClass,
+    result_classes: Option<&[CarrierClass]>,
+    outputs: &[Tensor],
+    versions: &[u64],
+    scope: &ProviderScope,
+) -> Result<()> {
+    let name = invocation.call().definition().name();
+    let contract = |what: String| {
+        Err(Error::ProviderContract(format!(
+            "'{name}' on {class}: {what}"
+        )))
+    };
+    let specs = invocation.results();
+    if outputs.len() != specs.len() {
+        return contract(format!(
+            "returned {} results, expected {}",
+            outputs.len(),
+            specs.len()
+        ));
+    }
+    for (i, (output, spec)) in outputs.iter().zip(specs).enumerate() {
+        if let Some(alias) = spec.alias_of() {
+            let same = invocation
+                .call()
+                .operands()
+                .get(alias)
+                .and_then(Operand::as_tensor);
+            if !same.is_some_and(|t| t.same_as(output)) {
+                return contract(format!("result {i} must be operand {alias} itself"));
+            }
+            continue;
+        }
+        let expected = result_classes
+            .and_then(|c| c.get(i))
+            .copied()
+            .unwrap_or(class);
+        if output.carrier().class() != expected {
+            return contract(format!(
+                "result {i} lives on {}, expected {expected}",
+                output.carrier().class()
+            ));
+        }
+        if output.dtype() != spec.dtype() {
+            return contract(format!(
+                "result {i} has dtype {}, expected {}",
+                output.dtype(),
+                spec.dtype()
+            ));
+        }
+        if output.layout() != spec.layout() || output.offset() != 0 {
+            return contract(format!(
+                "result {i} has layout {} at offset {}, expected {} at offset 0",
+                output.layout(),
+                output.offset(),
+                spec.layout()
+            ));
+        }
+        if output.carrier().size() != spec.layout().cosize() {
+            return contract(format!(
+                "result {i} has {} slots, expected exactly {}",
+                output.carrier().size(),
+                spec.layout().cosize()
+            ));
+        }
+        if operand_tensors(invocation).any(|t| t.carrier().same_as(output.carrier())) {
+            return contract(format!("result {i} shares storage with an operand"));
+        }
+    }
+    let changed = operand_tensors(invocation)
+        .zip(versions)
+        .enumerate()
+        .find(|(_, (tensor, &version))| tensor.version() != version);
+    if let Some((position, (tensor, _))) = changed {
+        if scope.wrote(tensor.carrier().id()) {
+            return contract(format!(
+                "tensor operand {position} was mutated by the provider"
+            ));
+        }
+        return Err(Error::Runtime(format!(
+            "'{name}' on {class}: tensor operand {position} was written by another thread while \
+             the operation ran; its results were discarded"
+        )));
+    }
+    Ok(())
+}
+
 impl ErasedCarrier for DefinedBody {
     /// The provider's answer; a provider failure answers false.
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
@@ -301,24 +545,10 @@ impl ErasedCarrier for DefinedBody {
         Ok(())
     }
 
+    /// Not reached: [`Carrier::dispatch_op`] sends a definition-backed carrier to
+    /// [`Carrier::dispatch_defined`], which checks liveness first.
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
-        if self.definition.composite().is_some() {
-            return Err(Error::NotImplemented(format!(
-                "{} executes '{name}' through its composite provider, not a dispatched operation",
-                self.class
-            )));
-        }
-        if self.kernels.is_some() {
-            return Err(Error::NotImplemented(format!(
-                "{} executes '{name}' through its kernel patterns, not a dispatched operation",
-                self.class
-            )));
-        }
-        Err(Error::NotImplemented(format!(
-            "{} is a storage-only definition-backed carrier class: it dispatches no operation \
-             '{name}'",
-            self.class
-        )))
+        self.dispatch(name)
     }
 
     fn instance_capabilities(&self) -> Option<Arc<[OperationCapability]>> {
