@@ -448,11 +448,16 @@ fn implicit_tiles_read_as_zero_until_written() {
     assert_eq!(location(&tiled, &[1]), TileLocation::Primary);
     assert!(TiledEvictable::tile_state(&tiled, &[1]).unwrap().is_dirty());
     assert_eq!(values(&tiled), floats(&[0.0, 0.0, 0.0, 4.0, 0.0, 0.0]));
-    // Residency leaves implicit tiles implicit.
+    // Eviction leaves implicit tiles implicit; promotion materializes them on the primary.
     TiledEvictable::evict(&tiled, &set(&[&[0], &[1], &[2]])).unwrap();
-    TiledEvictable::promote(&tiled, &set(&[&[0], &[2]])).unwrap();
     assert_eq!(
         TiledEvictable::implicit_tiles(&tiled).unwrap(),
+        set(&[&[0], &[2]])
+    );
+    TiledEvictable::promote(&tiled, &set(&[&[0], &[2]])).unwrap();
+    assert_eq!(TiledEvictable::implicit_tiles(&tiled).unwrap(), set(&[]));
+    assert_eq!(
+        TiledEvictable::primary_tiles(&tiled).unwrap(),
         set(&[&[0], &[2]])
     );
     assert_eq!(location(&tiled, &[1]), TileLocation::Secondary);
@@ -702,13 +707,13 @@ fn a_residency_policy_only_optimizes() {
 
     expect_err(
         TiledEvictable::plan_residency(&plain, &set(&[&[4]]), ResidencyPurpose::Read),
-        ErrorKind::Index,
+        ErrorKind::Value,
         "tile coordinate (4) is outside the TiledEvictable grid [4]",
     );
     let wild = build(Some(Arc::new(OutOfGrid)));
     expect_err(
         TiledEvictable::plan_residency(&wild, &set(&[&[0]]), ResidencyPurpose::Read),
-        ErrorKind::Index,
+        ErrorKind::Value,
         "(9)",
     );
 }
@@ -783,7 +788,7 @@ fn promote_and_evict_move_tiles_idempotently_without_moving_the_version() {
     // Bad tiles are refused before anything moves.
     expect_err(
         TiledEvictable::evict(&tiled, &set(&[&[0, 0], &[2, 0]])),
-        ErrorKind::Index,
+        ErrorKind::Value,
         "tile coordinate (2, 0) is outside the TiledEvictable grid [2, 2]",
     );
     expect_err(

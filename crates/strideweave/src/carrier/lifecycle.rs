@@ -126,14 +126,29 @@ impl OwnershipToken {
     }
 }
 
-impl Drop for OwnershipToken {
-    fn drop(&mut self) {
+impl OwnershipToken {
+    /// Gives up ownership of the carrier once it is released, although the token lives on
+    /// (a released tier of a released TiledEvictable is no longer owned). A live carrier
+    /// stays owned: only dropping the token gives that up. Idempotent.
+    pub(crate) fn relinquish_released(&self) {
+        if self.carrier.is_released() {
+            self.give_up();
+        }
+    }
+
+    fn give_up(&self) {
         let lifecycle = self.carrier.lifecycle();
         *lifecycle
             .owner_access
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = None;
         lifecycle.clear(OWNED);
+    }
+}
+
+impl Drop for OwnershipToken {
+    fn drop(&mut self) {
+        self.give_up();
     }
 }
 

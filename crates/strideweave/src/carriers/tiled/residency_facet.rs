@@ -57,7 +57,7 @@ impl TileResidency {
     }
 
     /// The state of the tile at `coord` (docs/tiers.md, Tile state and residency): Value for a
-    /// wrong rank, Index outside the grid.
+    /// wrong rank or a coordinate outside the grid.
     pub fn tile_state(&self, carrier: &Carrier, coord: &[usize]) -> Result<TileState> {
         TileResidency::table(carrier)?.tile_state(coord)
     }

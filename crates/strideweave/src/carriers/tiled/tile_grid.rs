@@ -172,7 +172,8 @@ impl TileGrid {
         decode(index, &self.grid)
     }
 
-    /// The index of the tile at `coord`: Value for a wrong rank, Index outside the grid.
+    /// The index of the tile at `coord`: a Value error naming the coordinate and the grid for
+    /// a wrong rank or a coordinate outside the grid.
     pub(crate) fn tile_index(&self, coord: &[usize]) -> Result<usize> {
         if coord.len() != self.grid.len() {
             return Err(Error::Value(format!(
@@ -184,7 +185,7 @@ impl TileGrid {
             )));
         }
         if coord.iter().zip(&self.grid).any(|(c, g)| c >= g) {
-            return Err(Error::Index(format!(
+            return Err(Error::Value(format!(
                 "tile coordinate {} is outside the TiledEvictable grid {:?}",
                 show(coord),
                 self.grid

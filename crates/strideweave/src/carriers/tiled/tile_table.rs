@@ -247,8 +247,8 @@ impl TileTable {
         Ok(())
     }
 
-    /// Releases every tile copy and both tiers (inside the owner's access); Runtime while a
-    /// residency request is pending. Idempotent.
+    /// Releases every tile copy and both tiers (inside the owner's access), and gives up the
+    /// ownership of both; Runtime while a residency request is pending. Idempotent.
     pub(crate) fn release(&self) -> Result<()> {
         let mut inner = self.lock();
         if inner.released {
@@ -281,11 +281,13 @@ impl TileTable {
         for token in [&self.secondary, &self.primary] {
             let released = token.access().and_then(|_access| token.carrier().release());
             outcome = outcome.and(released);
+            // A released tier is given up: nothing owns it any more.
+            token.relinquish_released();
         }
         outcome
     }
 
-    /// The state of tile `coord` (Value for a wrong rank, Index outside the grid).
+    /// The state of tile `coord` (Value for a wrong rank or a coordinate outside the grid).
     pub(crate) fn tile_state(&self, coord: &[usize]) -> Result<TileState> {
         let index = self.grid.tile_index(coord)?;
         let inner = self.lock();
@@ -312,6 +314,44 @@ impl TileTable {
             .iter()
             .map(|c| self.grid.tile_index(c))
             .collect()
+    }
+
+    /// Gives the reserved implicit `tiles` a zeroed copy each on the primary tier, so they are
+    /// valid, resident and read zero; all or none (a failed allocation releases the copies
+    /// already made and leaves every tile implicit and reserved).
+    fn materialize(&self, tiles: &[usize]) -> Result<()> {
+        let mut fresh = Vec::with_capacity(tiles.len());
+        for _ in tiles {
+            let allocated =
+                self.primary
+                    .carrier()
+                    .allocate_like(self.grid.tile_size(), true, None, false);
+            match allocated {
+                Ok(carrier) => fresh.push(carrier),
+                Err(error) => {
+                    for carrier in fresh {
+                        let _ = carrier.release();
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        let mut inner = self.lock();
+        for (&tile, carrier) in tiles.iter().zip(fresh) {
+            let entry = &mut inner.tiles[tile];
+            entry.location = TileLocation::Primary;
+            entry.copy = Some(TileCopy::Own(carrier));
+            entry.pending = None;
+        }
+        Ok(())
+    }
+
+    /// Clears the reservation of `tiles` after a failed request.
+    fn unreserve(&self, tiles: &[usize]) {
+        let mut inner = self.lock();
+        for &tile in tiles {
+            inner.tiles[tile].pending = None;
+        }
     }
 
     /// Starts moving `tiles` in `direction` (see `TiledEvictable::promote_async`).
@@ -358,6 +398,15 @@ impl TileTable {
                 show(&self.grid.tile_coord(tile))
             )));
         }
+        // Promoting an implicit tile materializes it: a zeroed copy on the primary tier.
+        let implicit: Vec<usize> = match direction {
+            Direction::Promote => indices
+                .iter()
+                .copied()
+                .filter(|&t| inner.tiles[t].location == TileLocation::Implicit)
+                .collect(),
+            Direction::Evict => Vec::new(),
+        };
         let (from, to) = direction.tiers();
         let mut sources = Vec::new();
         for &tile in &indices {
@@ -379,7 +428,7 @@ impl TileTable {
         // provider callbacks).
         let id = inner.next_request;
         inner.next_request += 1;
-        for &(tile, _) in &sources {
+        for &tile in sources.iter().map(|(tile, _)| tile).chain(&implicit) {
             inner.tiles[tile].pending = Some(id);
         }
         drop(inner);
@@ -403,8 +452,10 @@ impl TileTable {
             }
         }
         let request = ResidencyRequest::new(id, self, direction, tiles, transfers);
+        let failure = failure.or_else(|| self.materialize(&implicit).err());
         if let Some(error) = failure {
             // Undo the transfers already started; every tile keeps its state.
+            self.unreserve(&implicit);
             request.finish_with(Some(error.clone()));
             return Err(error);
         }

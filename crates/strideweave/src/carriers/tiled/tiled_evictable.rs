@@ -164,7 +164,8 @@ impl TiledEvictable {
         carrier.require_facet::<TileResidency>()
     }
 
-    /// The state of the tile at `coord` (Value for a wrong rank, Index outside the grid).
+    /// The state of the tile at `coord` (Value for a wrong rank or a coordinate outside the
+    /// grid, naming both).
     pub fn tile_state(carrier: &Carrier, coord: &[usize]) -> Result<TileState> {
         TiledEvictable::residency(carrier)?.tile_state(carrier, coord)
     }

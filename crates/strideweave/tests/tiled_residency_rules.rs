@@ -1,0 +1,147 @@
+//! TiledEvictable residency, exactly as documented (docs/tiers.md, Tile state and
+//! residency): promoting an implicit tile materializes it, coordinates outside the grid are
+//! Value errors naming both, and a release gives up both tiers.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+
+use common::tiled::{expect_err, Faults, Faulty};
+use strideweave::carriers::{Cpu, TileLocation, TileSet, TiledEvictable};
+use strideweave::{Carrier, DType, ErrorKind, Value};
+
+fn set(coordinates: &[&[usize]]) -> TileSet {
+    TileSet::new(coordinates.iter().map(|c| c.to_vec())).unwrap()
+}
+
+/// A 4×2 implicit-zero TiledEvictable in four 2×1 tiles over empty CPU tiers.
+fn implicit_zeros() -> (Carrier, Carrier, Carrier) {
+    let primary = Cpu::carrier(0, DType::FLOAT32, true, false).unwrap();
+    let secondary = Cpu::carrier(0, DType::FLOAT32, true, false).unwrap();
+    let tiled = TiledEvictable::zeros(&primary, &secondary, &[2, 2], &[2, 1], None).unwrap();
+    (tiled, primary, secondary)
+}
+
+#[test]
+fn promoting_an_implicit_tile_materializes_it_on_the_primary_reading_zero() {
+    let (tiled, _, _) = implicit_zeros();
+    let state = TiledEvictable::tile_state(&tiled, &[1, 0]).unwrap();
+    assert_eq!(state.location(), TileLocation::Implicit);
+    TiledEvictable::promote(&tiled, &set(&[&[1, 0]])).unwrap();
+    let state = TiledEvictable::tile_state(&tiled, &[1, 0]).unwrap();
+    assert_eq!(state.location(), TileLocation::Primary);
+    assert!(!state.is_dirty());
+    // Tile (1, 0) holds slots 2 and 3 (first mode fastest); both read zero.
+    assert_eq!(tiled.get(2).unwrap(), Value::Float(0.0));
+    assert_eq!(tiled.get(3).unwrap(), Value::Float(0.0));
+    assert_eq!(tiled.version(), 0, "residency never moves the version");
+    // The other tiles stay implicit, and promoting again changes nothing.
+    assert_eq!(
+        TiledEvictable::implicit_tiles(&tiled).unwrap(),
+        set(&[&[0, 0], &[0, 1], &[1, 1]])
+    );
+    TiledEvictable::promote(&tiled, &set(&[&[1, 0]])).unwrap();
+    assert_eq!(
+        TiledEvictable::primary_tiles(&tiled).unwrap(),
+        set(&[&[1, 0]])
+    );
+    // The materialized tile is an ordinary resident tile: it evicts, writes and reads back.
+    TiledEvictable::evict(&tiled, &set(&[&[1, 0]])).unwrap();
+    assert_eq!(
+        TiledEvictable::tile_state(&tiled, &[1, 0])
+            .unwrap()
+            .location(),
+        TileLocation::Secondary
+    );
+    tiled.set(3, Value::Float(7.5)).unwrap();
+    assert_eq!(tiled.get(3).unwrap(), Value::Float(7.5));
+    assert_eq!(tiled.get(2).unwrap(), Value::Float(0.0));
+}
+
+#[test]
+fn a_failed_materialization_leaves_the_tile_implicit_and_the_request_retryable() {
+    let faults = Faults::new();
+    let primary = Faulty::carrier(&faults, &[]);
+    let secondary = Faulty::carrier(&faults, &[]);
+    let tiled = TiledEvictable::zeros(&primary, &secondary, &[2], &[2], None).unwrap();
+    let live = faults.live();
+    Faults::arm(&faults.allocations, 1);
+    expect_err(
+        TiledEvictable::promote(&tiled, &set(&[&[0], &[1]])),
+        ErrorKind::Runtime,
+        "injected allocation failure",
+    );
+    assert_eq!(
+        faults.live(),
+        live,
+        "the copy made before the failure was released"
+    );
+    assert_eq!(
+        TiledEvictable::implicit_tiles(&tiled).unwrap(),
+        set(&[&[0], &[1]])
+    );
+    // Nothing stayed reserved: the same request now succeeds.
+    TiledEvictable::promote(&tiled, &set(&[&[0], &[1]])).unwrap();
+    assert_eq!(
+        TiledEvictable::primary_tiles(&tiled).unwrap(),
+        set(&[&[0], &[1]])
+    );
+    assert_eq!(faults.allocations.load(Ordering::SeqCst), -1);
+}
+
+#[test]
+fn a_tile_coordinate_outside_the_grid_is_a_value_error_naming_both() {
+    let (tiled, _, _) = implicit_zeros();
+    let expected = "tile coordinate (5, 0) is outside the TiledEvictable grid [2, 2]";
+    expect_err(
+        TiledEvictable::tile_state(&tiled, &[5, 0]),
+        ErrorKind::Value,
+        expected,
+    );
+    expect_err(
+        TiledEvictable::promote(&tiled, &set(&[&[0, 0], &[5, 0]])),
+        ErrorKind::Value,
+        expected,
+    );
+    expect_err(
+        TiledEvictable::evict(&tiled, &set(&[&[5, 0]])),
+        ErrorKind::Value,
+        expected,
+    );
+    // The refused request moved nothing, not even the tile inside the grid.
+    assert_eq!(
+        TiledEvictable::tile_state(&tiled, &[0, 0])
+            .unwrap()
+            .location(),
+        TileLocation::Implicit
+    );
+    expect_err(
+        TiledEvictable::tile_state(&tiled, &[0]),
+        ErrorKind::Value,
+        "tile coordinate (0) has rank 1, but the TiledEvictable grid [2, 2] has rank 2",
+    );
+}
+
+#[test]
+fn release_releases_the_carrier_and_gives_up_both_tiers() {
+    let (tiled, primary, secondary) = implicit_zeros();
+    TiledEvictable::promote(&tiled, &set(&[&[0, 0]])).unwrap();
+    let (tier_primary, tier_secondary) = (
+        TiledEvictable::primary(&tiled).unwrap(),
+        TiledEvictable::secondary(&tiled).unwrap(),
+    );
+    assert!(tier_primary.is_owned() && tier_secondary.is_owned());
+    tiled.release().unwrap();
+    assert!(tiled.is_released());
+    for tier in [&tier_primary, &tier_secondary] {
+        assert!(tier.is_released(), "{tier:?}");
+        assert!(
+            !tier.is_owned(),
+            "a released tier is no longer owned: {tier:?}"
+        );
+    }
+    // The prototypes the caller passed are the tiers themselves.
+    assert!(primary.same_as(&tier_primary) && secondary.same_as(&tier_secondary));
+    tiled.release().unwrap();
+    expect_err(tiled.get(0), ErrorKind::Runtime, "released");
+}
