@@ -469,3 +469,334 @@ fn dispatch_op_on_a_dependent_class_runs_its_composite_provider() -> Result<()> 
     assert_eq!(x.version(), 2);
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------
+// Item C: every storage callback can fail; factories build fresh state.
+
+const OK: u8 = 0;
+const FAIL: u8 = 1;
+const PANIC: u8 = 2;
+
+/// Provider state with a configuration (`device`) and per-instance slots.
+#[derive(Default)]
+struct Probe {
+    device: Option<Arc<str>>,
+    values: Vec<f64>,
+}
+
+/// What the probe provider's callbacks saw.
+#[derive(Default)]
+struct Probes {
+    supports: Arc<std::sync::atomic::AtomicU8>,
+    size: Arc<std::sync::atomic::AtomicU8>,
+    fresh: Arc<std::sync::atomic::AtomicU8>,
+    allocations: Arc<AtomicUsize>,
+    releases: Arc<AtomicUsize>,
+    /// The `device` of each prototype `fresh` was given.
+    fresh_from: Arc<std::sync::Mutex<Vec<Option<Arc<str>>>>>,
+}
+
+fn injected(mode: &std::sync::atomic::AtomicU8, what: &str) -> Result<()> {
+    match mode.load(Ordering::SeqCst) {
+        FAIL => Err(Error::Memory(format!("injected {what} failure"))),
+        PANIC => panic!("injected {what} panic"),
+        _ => Ok(()),
+    }
+}
+
+fn probe_storage(probes: &Probes) -> strideweave::carriers::extension::StorageProvider {
+    let (supports, size, fresh) = (
+        Arc::clone(&probes.supports),
+        Arc::clone(&probes.size),
+        Arc::clone(&probes.fresh),
+    );
+    let (allocations, releases) = (
+        Arc::clone(&probes.allocations),
+        Arc::clone(&probes.releases),
+    );
+    let fresh_from = Arc::clone(&probes.fresh_from);
+    strideweave::carriers::extension::StorageProvider::new_fallible(
+        move |_: &Probe, dtype| {
+            injected(&supports, "supports_dtype")?;
+            Ok(dtype == DType::FLOAT32)
+        },
+        move |state: &Probe| {
+            injected(&size, "physical_size")?;
+            Ok(state.values.len() as i64)
+        },
+        move |state: &mut Probe, slots, _dtype| {
+            allocations.fetch_add(1, Ordering::SeqCst);
+            state.values = vec![0.0; slots];
+            Ok(())
+        },
+        move |state: &mut Probe| {
+            releases.fetch_add(1, Ordering::SeqCst);
+            state.values.clear();
+            Ok(())
+        },
+        |state: &Probe, index| Ok(Value::Float(state.values[index])),
+        |state: &mut Probe, index, value| {
+            state.values[index] = value.as_f64().unwrap_or(0.0);
+            Ok(())
+        },
+        move |prototype: &Probe| {
+            injected(&fresh, "fresh")?;
+            fresh_from.lock().unwrap().push(prototype.device.clone());
+            Ok(Probe {
+                device: prototype.device.clone(),
+                values: Vec::new(),
+            })
+        },
+    )
+}
+
+fn probe_class(name: &str, probes: &Probes) -> CarrierClass {
+    let class = independent(name);
+    register_carrier_definition(class, CarrierDefinition::new(probe_storage(probes))).unwrap();
+    class
+}
+
+fn probe_on(device: &str) -> Probe {
+    Probe {
+        device: Some(Arc::from(device)),
+        values: Vec::new(),
+    }
+}
+
+fn panic_message(class: &str, callback: &str, detail: &str) -> String {
+    format!(
+        "provider contract violated: the storage provider of {class} ({}) panicked in \
+         {callback}: {detail}",
+        std::any::type_name::<Probe>()
+    )
+}
+
+#[test]
+fn a_failing_supports_dtype_propagates_from_every_path_and_never_reads_as_false() -> Result<()> {
+    let probes = Probes::default();
+    let class = probe_class("FailingDtypes", &probes);
+    // Construction: the error itself, before anything is allocated.
+    probes.supports.store(FAIL, Ordering::SeqCst);
+    let error = Carrier::create(class, probe_on("gpu0"), 2, DType::FLOAT32, true).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Memory);
+    assert_eq!(
+        error.to_string(),
+        "memory error: injected supports_dtype failure"
+    );
+    assert_eq!(probes.allocations.load(Ordering::SeqCst), 0);
+
+    probes.supports.store(OK, Ordering::SeqCst);
+    let carrier = Carrier::create(class, probe_on("gpu0"), 2, DType::FLOAT32, true)?;
+    carrier.set(0, Value::Float(4.0))?;
+    assert!(carrier.try_supports_storage_dtype(DType::FLOAT32)?);
+    assert!(!carrier.try_supports_storage_dtype(DType::INT32)?);
+    assert_eq!(probes.allocations.load(Ordering::SeqCst), 1);
+
+    for mode in [FAIL, PANIC] {
+        probes.supports.store(mode, Ordering::SeqCst);
+        let expected = if mode == FAIL {
+            "memory error: injected supports_dtype failure".to_string()
+        } else {
+            panic_message(
+                "FailingDtypes",
+                "supports_dtype",
+                "injected supports_dtype panic",
+            )
+        };
+        let query = carrier
+            .try_supports_storage_dtype(DType::FLOAT32)
+            .unwrap_err();
+        let like = carrier
+            .new_like(&[Value::Float(1.0)], true, None)
+            .unwrap_err();
+        let allocated = carrier.allocate_like(3, true, None, false).unwrap_err();
+        let other_dtype = carrier
+            .allocate_like(3, true, Some(DType::INT32), false)
+            .unwrap_err();
+        for error in [&query, &like, &allocated, &other_dtype] {
+            assert_eq!(error.to_string(), expected);
+            assert_eq!(
+                error.kind(),
+                if mode == FAIL {
+                    ErrorKind::Memory
+                } else {
+                    ErrorKind::Runtime
+                }
+            );
+        }
+        // The infallible query cannot answer: it panics with the error, never false.
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            carrier.supports_storage_dtype(DType::FLOAT32)
+        }));
+        let payload = answer.expect_err("a failing answer is not a bool");
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(message, expected);
+    }
+    // Nothing was allocated, written or released by the refused factories.
+    assert_eq!(probes.allocations.load(Ordering::SeqCst), 1);
+    assert_eq!(probes.releases.load(Ordering::SeqCst), 0);
+    assert_eq!(carrier.version(), 1);
+    assert_eq!(carrier.get(0)?, Value::Float(4.0));
+    assert!(probes.fresh_from.lock().unwrap().is_empty());
+
+    // The query still answers after release.
+    probes.supports.store(OK, Ordering::SeqCst);
+    carrier.release()?;
+    assert!(carrier.supports_storage_dtype(DType::FLOAT32));
+    Ok(())
+}
+
+#[test]
+fn a_failing_physical_size_propagates_and_the_state_is_released() -> Result<()> {
+    let probes = Probes::default();
+    let class = probe_class("FailingSize", &probes);
+    for (mode, expected) in [
+        (
+            FAIL,
+            "memory error: injected physical_size failure".to_string(),
+        ),
+        (
+            PANIC,
+            panic_message(
+                "FailingSize",
+                "physical_size",
+                "injected physical_size panic",
+            ),
+        ),
+    ] {
+        probes.size.store(mode, Ordering::SeqCst);
+        let error = Carrier::create(class, probe_on("gpu0"), 2, DType::FLOAT32, true).unwrap_err();
+        assert_eq!(error.to_string(), expected);
+    }
+    // Each refused construction allocated, then handed the storage back once.
+    assert_eq!(probes.allocations.load(Ordering::SeqCst), 2);
+    assert_eq!(probes.releases.load(Ordering::SeqCst), 2);
+    probes.size.store(OK, Ordering::SeqCst);
+    let carrier = Carrier::create(class, probe_on("gpu0"), 2, DType::FLOAT32, true)?;
+    assert_eq!((carrier.size(), carrier.version()), (2, 0));
+    Ok(())
+}
+
+#[test]
+fn a_refused_construction_through_a_failing_callback_leaves_packs_open() -> Result<()> {
+    let probes = Probes::default();
+    let class = independent("FailingAccel");
+    let provider = KernelProvider::new(interface(), [])?;
+    let definition = CarrierDefinition::new(probe_storage(&probes)).with_kernels(provider)?;
+    register_carrier_definition(class, definition)?;
+    probes.size.store(FAIL, Ordering::SeqCst);
+    let error = Carrier::create(class, probe_on("gpu0"), 1, DType::FLOAT32, true).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "memory error: injected physical_size failure"
+    );
+    let pack = KernelPack::new(
+        "late",
+        "1",
+        class,
+        interface(),
+        [neg_pattern(class, "late.neg", Arc::default())],
+    )?;
+    register_kernel_pack(pack)?;
+    probes.size.store(OK, Ordering::SeqCst);
+    let carrier = Carrier::create(class, probe_on("gpu0"), 1, DType::FLOAT32, true)?;
+    assert_eq!(&*carrier.capabilities(), &[neg_plan()]);
+    Ok(())
+}
+
+#[test]
+fn factories_build_fresh_state_and_never_copy_the_prototype() -> Result<()> {
+    let probes = Probes::default();
+    let class = probe_class("FreshFactories", &probes);
+    let prototype = Carrier::create(class, probe_on("gpu1"), 2, DType::FLOAT32, true)?;
+    prototype.set(0, Value::Float(9.0))?;
+    prototype.set(1, Value::Float(8.0))?;
+
+    let zeroed = prototype.allocate_like(3, true, None, false)?;
+    let like = prototype.new_like(&[Value::Float(1.5)], true, None)?;
+    // `fresh` saw the prototype's configuration; the new states hold it and their own slots.
+    assert_eq!(
+        *probes.fresh_from.lock().unwrap(),
+        [Some(Arc::from("gpu1")), Some(Arc::from("gpu1"))]
+    );
+    let state = |carrier: &Carrier| {
+        carrier
+            .with_provider_state(|s: &Probe| (s.device.clone(), s.values.clone()))
+            .unwrap()
+    };
+    assert_eq!(state(&zeroed), (Some(Arc::from("gpu1")), vec![0.0; 3]));
+    assert_eq!(state(&like), (Some(Arc::from("gpu1")), vec![1.5]));
+    assert_eq!(state(&prototype), (Some(Arc::from("gpu1")), vec![9.0, 8.0]));
+    assert_eq!(
+        (zeroed.version(), like.version(), prototype.version()),
+        (0, 0, 2)
+    );
+    // Writing the new instance leaves the prototype alone.
+    zeroed.set(0, Value::Float(-1.0))?;
+    assert_eq!(prototype.get(0)?, Value::Float(9.0));
+
+    // A failing or panicking `fresh` fails the factory with nothing constructed.
+    let allocations = probes.allocations.load(Ordering::SeqCst);
+    probes.fresh.store(FAIL, Ordering::SeqCst);
+    let error = prototype.allocate_like(2, true, None, false).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Memory);
+    assert_eq!(error.to_string(), "memory error: injected fresh failure");
+    probes.fresh.store(PANIC, Ordering::SeqCst);
+    let error = prototype
+        .new_like(&[Value::Float(1.0)], true, None)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert_eq!(
+        error.to_string(),
+        panic_message("FreshFactories", "fresh state", "injected fresh panic")
+    );
+    assert_eq!(probes.allocations.load(Ordering::SeqCst), allocations);
+    assert_eq!(prototype.version(), 2);
+    Ok(())
+}
+
+/// State whose `Default` is the fresh state of [`StorageProvider::new`].
+#[derive(Default)]
+struct Tagged {
+    tag: Option<u32>,
+    values: Vec<f64>,
+}
+
+#[test]
+fn the_infallible_constructor_builds_default_fresh_state() -> Result<()> {
+    let storage = strideweave::carriers::extension::StorageProvider::new(
+        |_: &Tagged, dtype| dtype == DType::FLOAT32,
+        |state: &Tagged| state.values.len() as i64,
+        |state: &mut Tagged, slots, _| {
+            state.values = vec![0.0; slots];
+            Ok(())
+        },
+        |_: &mut Tagged| Ok(()),
+        |state: &Tagged, index| Ok(Value::Float(state.values[index])),
+        |state: &mut Tagged, index, value| {
+            state.values[index] = value.as_f64().unwrap_or(0.0);
+            Ok(())
+        },
+    );
+    let class = independent("DefaultFresh");
+    register_carrier_definition(class, CarrierDefinition::new(storage))?;
+    let tagged = Tagged {
+        tag: Some(7),
+        values: Vec::new(),
+    };
+    let prototype = Carrier::create(class, tagged, 2, DType::FLOAT32, true)?;
+    prototype.set(1, Value::Float(3.0))?;
+    let fresh = prototype.allocate_like(2, true, None, false)?;
+    let read = |carrier: &Carrier| {
+        carrier
+            .with_provider_state(|s: &Tagged| (s.tag, s.values.clone()))
+            .unwrap()
+    };
+    assert_eq!(read(&fresh), (None, vec![0.0, 0.0]));
+    assert_eq!(read(&prototype), (Some(7), vec![0.0, 3.0]));
+    assert_eq!((fresh.version(), prototype.version()), (0, 1));
+    Ok(())
+}

@@ -332,9 +332,9 @@ impl Tiers {
 }
 
 fn tiers_storage() -> StorageProvider {
-    StorageProvider::new(
-        |state: &Tiers, dtype| state.dependency.supports_storage_dtype(dtype),
-        |state: &Tiers| state.slots.as_ref().map_or(0, |c| c.size() as i64),
+    StorageProvider::new_fallible(
+        |state: &Tiers, dtype| state.dependency.try_supports_storage_dtype(dtype),
+        |state: &Tiers| Ok(state.slots.as_ref().map_or(0, |c| c.size() as i64)),
         |state: &mut Tiers, slots, dtype| {
             state.slots = Some(
                 state
@@ -349,6 +349,13 @@ fn tiers_storage() -> StorageProvider {
         },
         |state: &Tiers, index| state.slots()?.get(index),
         |state: &mut Tiers, index, value| state.slots()?.set(index, value),
+        // A factory's fresh state keeps the configuration (the dependency), not the slots.
+        |prototype: &Tiers| {
+            Ok(Tiers {
+                dependency: prototype.dependency.clone(),
+                slots: None,
+            })
+        },
     )
 }
 

@@ -43,8 +43,9 @@ impl Carrier {
     /// once on the state, best effort). Nothing is returned on failure.
     ///
     /// `release` on the returned carrier calls the provider's `release` exactly once. The
-    /// factories (`new_like`, `allocate_like`) clone this carrier's state (the provider's
-    /// `S: Clone`) and `allocate` the clone.
+    /// factories (`new_like`, `allocate_like`) never copy this carrier's state: they build
+    /// fresh state (`S::default()`, or the provider's `fresh` callback given this state; see
+    /// [`StorageProvider`](crate::carriers::extension::StorageProvider)) and `allocate` it.
     ///
     /// A dependent class (a definition with a [`CompositeProvider`]) then calls the provider's
     /// `capabilities` once on the constructed carrier; a duplicate capability is a Value
@@ -202,7 +203,8 @@ impl DefinedBody {
         self.state.write().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A fresh carrier of this class with `slots` slots: cloned state, then `allocate`.
+    /// A fresh carrier of this class with `slots` slots: fresh state built by the provider
+    /// (never a copy of this carrier's), then `allocate`.
     fn fresh(&self, slots: usize, dtype: DType, mutable: bool) -> Result<Carrier> {
         let state = self
             .definition
@@ -447,12 +449,21 @@ fn check_results(
 }
 
 impl ErasedCarrier for DefinedBody {
-    /// The provider's answer; a provider failure answers false.
+    /// The provider's answer. A failing provider has no answer, and a failure must never
+    /// read as "not supported": this panics with the provider's error. Every framework path
+    /// asks [`try_supports_storage_dtype`](ErasedCarrier::try_supports_storage_dtype)
+    /// instead, which propagates it.
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
+        match self.try_supports_storage_dtype(dtype) {
+            Ok(answer) => answer,
+            Err(error) => panic!("{error}"),
+        }
+    }
+
+    fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool> {
         self.definition
             .storage()
             .call_supports_dtype(self.class, self.state().as_ref(), dtype)
-            .unwrap_or(false)
     }
 
     fn size(&self) -> usize {

@@ -30,6 +30,14 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
     /// mutability, ownership or release state, and stays available after release.
     fn supports_storage_dtype(&self, dtype: DType) -> bool;
 
+    /// [`supports_storage_dtype`](Self::supports_storage_dtype) for a class whose answer can
+    /// fail (one that asks other carriers, such as a composite over definition-backed
+    /// tiers): the framework asks this one, and an error propagates instead of reading as
+    /// "not supported". The default answers `Ok(supports_storage_dtype(dtype))`.
+    fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool> {
+        Ok(self.supports_storage_dtype(dtype))
+    }
+
     /// The number of slots (the framework reports 0 once released).
     fn size(&self) -> usize;
 
@@ -150,6 +158,7 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
 /// The object-safe face of [`DefinitionFreeCarrier`] that a carrier handle stores.
 pub(crate) trait ErasedCarrier: Send + Sync {
     fn supports_storage_dtype(&self, dtype: DType) -> bool;
+    fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool>;
     fn size(&self) -> usize;
     fn read(&self, index: usize, dtype: DType) -> Result<Value>;
     fn read_all(&self, indices: &[usize], dtype: DType) -> Result<Vec<Value>> {
@@ -210,6 +219,9 @@ pub(crate) trait ErasedCarrier: Send + Sync {
 impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
         DefinitionFreeCarrier::supports_storage_dtype(self, dtype)
+    }
+    fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool> {
+        DefinitionFreeCarrier::try_supports_storage_dtype(self, dtype)
     }
     fn size(&self) -> usize {
         DefinitionFreeCarrier::size(self)

@@ -75,7 +75,7 @@ impl Evictable {
         }
         check_move_route(primary.class(), secondary.class())?;
         check_move_route(secondary.class(), primary.class())?;
-        let snapshot = snapshot(primary, secondary);
+        let snapshot = snapshot(primary, secondary)?;
         let body = Evictable::assemble(primary, secondary, snapshot)?;
         Carrier::new(body, primary.dtype(), primary.is_intrinsically_mutable())
     }
@@ -265,16 +265,18 @@ fn check_move_route(source: CarrierClass, destination: CarrierClass) -> Result<(
 }
 
 /// The primary's capabilities keeping only plans whose output dtype both tiers store.
-fn snapshot(primary: &Carrier, secondary: &Carrier) -> Arc<[OperationCapability]> {
-    primary
-        .capabilities()
-        .iter()
-        .filter(|c| {
-            let output = c.plan().output();
-            primary.supports_storage_dtype(output) && secondary.supports_storage_dtype(output)
-        })
-        .cloned()
-        .collect()
+/// A tier's failing dtype answer propagates (it never reads as "not stored").
+fn snapshot(primary: &Carrier, secondary: &Carrier) -> Result<Arc<[OperationCapability]>> {
+    let mut kept = Vec::new();
+    for capability in primary.capabilities().iter() {
+        let output = capability.plan().output();
+        if primary.try_supports_storage_dtype(output)?
+            && secondary.try_supports_storage_dtype(output)?
+        {
+            kept.push(capability.clone());
+        }
+    }
+    Ok(kept.into())
 }
 
 /// Moves the full slot range `0..size` of the `source` tier into the `to` tier, or into
@@ -344,6 +346,16 @@ impl DefinitionFreeCarrier for Evictable {
         let tiers = self.tiers();
         tiers.primary.carrier().supports_storage_dtype(dtype)
             && tiers.secondary.carrier().supports_storage_dtype(dtype)
+    }
+
+    /// A tier's failing answer propagates.
+    fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool> {
+        let tiers = self.tiers();
+        Ok(tiers.primary.carrier().try_supports_storage_dtype(dtype)?
+            && tiers
+                .secondary
+                .carrier()
+                .try_supports_storage_dtype(dtype)?)
     }
 
     fn size(&self) -> usize {

@@ -46,15 +46,17 @@ struct Callbacks {
 /// [`ProviderContract`](Error::ProviderContract) error; either way nothing is published and no
 /// version changes.
 ///
-/// Factories (`new_like`, `allocate_like`) need fresh state of the same class: they **clone**
-/// the template carrier's state (`S: Clone`) and then call `allocate` on the clone, so `S`
-/// should keep its configuration (for example an `Arc` to a device resource) in what it
-/// clones and establish its slots in `allocate`.
+/// Factories (`new_like`, `allocate_like`) never copy the prototype's state: they build
+/// **fresh** state for the new instance and `allocate` it. With [`new`](StorageProvider::new)
+/// the fresh state is `S::default()`; with [`new_fallible`](StorageProvider::new_fallible)
+/// the author's `fresh` callback builds it from the prototype's state, for a state whose
+/// configuration (a device resource, a composite's dependency) must carry over — it should
+/// take only that configuration, never the prototype's slots or other per-instance storage.
 ///
 /// ```
 /// use strideweave::carriers::extension::StorageProvider;
 /// use strideweave::{DType, Error, Value};
-/// #[derive(Clone, Default)]
+/// #[derive(Default)]
 /// struct Ring { values: Vec<i64> }
 /// let storage = StorageProvider::new(
 ///     |_: &Ring, dtype| dtype == DType::INT32,
@@ -110,6 +112,11 @@ impl StorageProvider {
     /// - `read(&S, index)`: the value at an in-range slot, in a form the dtype accepts (else a
     ///   Type error);
     /// - `write(&mut S, index, value)`: stores an already normalized value at an in-range slot.
+    ///
+    /// `supports_dtype` and `physical_size` fail only by panicking here (a panic becomes a
+    /// [`ProviderContract`](Error::ProviderContract) error); use
+    /// [`new_fallible`](StorageProvider::new_fallible) to report an error from them. A
+    /// factory's fresh state is `S::default()`.
     pub fn new<S, Supports, Size, Allocate, Release, Read, Write>(
         supports_dtype: Supports,
         physical_size: Size,
@@ -119,7 +126,7 @@ impl StorageProvider {
         write: Write,
     ) -> StorageProvider
     where
-        S: Clone + Send + Sync + 'static,
+        S: Default + Send + Sync + 'static,
         Supports: Fn(&S, DType) -> bool + Send + Sync + 'static,
         Size: Fn(&S) -> i64 + Send + Sync + 'static,
         Allocate: Fn(&mut S, usize, DType) -> Result<()> + Send + Sync + 'static,
@@ -127,14 +134,59 @@ impl StorageProvider {
         Read: Fn(&S, usize) -> Result<Value> + Send + Sync + 'static,
         Write: Fn(&mut S, usize, Value) -> Result<()> + Send + Sync + 'static,
     {
+        StorageProvider::new_fallible(
+            move |state: &S, dtype| Ok(supports_dtype(state, dtype)),
+            move |state: &S| Ok(physical_size(state)),
+            allocate,
+            release,
+            read,
+            write,
+            |_: &S| Ok(S::default()),
+        )
+    }
+
+    /// [`new`](StorageProvider::new) with every callback fallible, `supports_dtype` and
+    /// `physical_size` included, and the factories' fresh state built by `fresh`.
+    ///
+    /// - `supports_dtype(&S, dtype) -> Result<bool>`: an error propagates from every path that
+    ///   asks (construction, the factories, [`Carrier::try_supports_storage_dtype`]); it never
+    ///   reads as "not supported";
+    /// - `physical_size(&S) -> Result<i64>`: an error propagates (the construction fails, the
+    ///   state is released, nothing is returned);
+    /// - `fresh(&S) -> Result<S>`: the state of a factory's new instance, given the prototype's
+    ///   state: build it from the prototype's configuration only (the framework then calls
+    ///   `allocate` on it); for a state with no configuration, `|_| Ok(S::default())`. An
+    ///   error or panic fails the factory with nothing constructed.
+    ///
+    /// [`Carrier::try_supports_storage_dtype`]: crate::Carrier::try_supports_storage_dtype
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_fallible<S, Supports, Size, Allocate, Release, Read, Write, Fresh>(
+        supports_dtype: Supports,
+        physical_size: Size,
+        allocate: Allocate,
+        release: Release,
+        read: Read,
+        write: Write,
+        fresh: Fresh,
+    ) -> StorageProvider
+    where
+        S: Send + Sync + 'static,
+        Supports: Fn(&S, DType) -> Result<bool> + Send + Sync + 'static,
+        Size: Fn(&S) -> Result<i64> + Send + Sync + 'static,
+        Allocate: Fn(&mut S, usize, DType) -> Result<()> + Send + Sync + 'static,
+        Release: Fn(&mut S) -> Result<()> + Send + Sync + 'static,
+        Read: Fn(&S, usize) -> Result<Value> + Send + Sync + 'static,
+        Write: Fn(&mut S, usize, Value) -> Result<()> + Send + Sync + 'static,
+        Fresh: Fn(&S) -> Result<S> + Send + Sync + 'static,
+    {
         StorageProvider {
             callbacks: Arc::new(Callbacks {
                 state_type: TypeId::of::<S>(),
                 state_type_name: type_name::<S>(),
                 supports_dtype: Box::new(move |state, dtype| {
-                    Ok(supports_dtype(downcast::<S>(state)?, dtype))
+                    supports_dtype(downcast::<S>(state)?, dtype)
                 }),
-                physical_size: Box::new(move |state| Ok(physical_size(downcast::<S>(state)?))),
+                physical_size: Box::new(move |state| physical_size(downcast::<S>(state)?)),
                 allocate: Box::new(move |state, slots, dtype| {
                     allocate(downcast_mut::<S>(state)?, slots, dtype)
                 }),
@@ -143,8 +195,8 @@ impl StorageProvider {
                 write: Box::new(move |state, index, value| {
                     write(downcast_mut::<S>(state)?, index, value)
                 }),
-                fresh: Box::new(|state| {
-                    let fresh: ErasedState = Box::new(downcast::<S>(state)?.clone());
+                fresh: Box::new(move |state| {
+                    let fresh: ErasedState = Box::new(fresh(downcast::<S>(state)?)?);
                     Ok(fresh)
                 }),
             }),
@@ -265,11 +317,10 @@ impl StorageProvider {
         })
     }
 
-    /// Fresh state for a factory: a clone of `state` (see the type's documentation).
+    /// Fresh state for a factory, built from the prototype's `state` (see the type's
+    /// documentation): never a copy of it.
     pub(crate) fn call_fresh(&self, class: CarrierClass, state: &dyn Any) -> Result<ErasedState> {
-        self.guarded(class, "clone of the state", || {
-            (self.callbacks.fresh)(state)
-        })
+        self.guarded(class, "fresh state", || (self.callbacks.fresh)(state))
     }
 }
 

@@ -51,17 +51,18 @@ fn capabilities(carrier: &Carrier) -> Result<Vec<OperationCapability>> {
     let table = TileResidency::table(carrier)?;
     let primary = table.token(Tier::Primary).carrier();
     let secondary = table.token(Tier::Secondary).carrier();
-    Ok(primary
-        .capabilities()
-        .iter()
-        .filter(|capability| {
-            let output = capability.plan().output();
-            is_tiled(capability.operation())
-                && primary.supports_storage_dtype(output)
-                && secondary.supports_storage_dtype(output)
-        })
-        .cloned()
-        .collect())
+    // A tier's failing dtype answer propagates (it never reads as "not stored").
+    let mut kept = Vec::new();
+    for capability in primary.capabilities().iter() {
+        let output = capability.plan().output();
+        if is_tiled(capability.operation())
+            && primary.try_supports_storage_dtype(output)?
+            && secondary.try_supports_storage_dtype(output)?
+        {
+            kept.push(capability.clone());
+        }
+    }
+    Ok(kept)
 }
 
 /// Every result is a dense tensor on the primary tier's class.

@@ -13,10 +13,10 @@ use crate::error::{Error, Result};
 
 /// The state a TiledEvictable's definition keeps per instance.
 ///
-/// A constructed instance holds its [`TileTable`] (which owns the tiers). A *template* — what
-/// the framework clones for the factories `new_like` / `allocate_like` — holds only the
-/// tiers as prototypes; its `allocate` makes two empty tiers with their own factories and
-/// starts every tile implicit.
+/// A constructed instance holds its [`TileTable`] (which owns the tiers). A *template* — the
+/// fresh state the provider builds for the factories `new_like` / `allocate_like`
+/// ([`TiledState::template`]) — holds only the tiers as prototypes; its `allocate` makes two
+/// empty tiers with their own factories and starts every tile implicit.
 pub(crate) struct TiledState {
     grid: TileGrid,
     table: Option<Arc<TileTable>>,
@@ -24,9 +24,10 @@ pub(crate) struct TiledState {
     policy: Option<Arc<dyn ResidencyPolicy>>,
 }
 
-impl Clone for TiledState {
-    /// A template over the same tier prototypes (see the type's documentation).
-    fn clone(&self) -> TiledState {
+impl TiledState {
+    /// A template over the same tier prototypes (see the type's documentation): the
+    /// configuration of this state (grid, tier prototypes, policy), none of its tiles.
+    fn template(&self) -> TiledState {
         let template = match &self.table {
             Some(table) => Some((
                 table.token(Tier::Primary).carrier().clone(),
@@ -75,10 +76,13 @@ impl TiledState {
 
     /// Seed scenario "Derive composite dtype support from configured tiers": the identity
     /// intersection of the two tiers' storage dtypes.
-    fn supports(&self, dtype: DType) -> bool {
-        self.tiers().is_some_and(|(primary, secondary)| {
-            primary.supports_storage_dtype(dtype) && secondary.supports_storage_dtype(dtype)
-        })
+    /// A tier's failing answer propagates (it never reads as "not supported").
+    fn supports(&self, dtype: DType) -> Result<bool> {
+        let Some((primary, secondary)) = self.tiers() else {
+            return Ok(false);
+        };
+        Ok(primary.try_supports_storage_dtype(dtype)?
+            && secondary.try_supports_storage_dtype(dtype)?)
     }
 
     fn allocate(&mut self, slots: usize, dtype: DType) -> Result<()> {
@@ -135,13 +139,13 @@ impl TiledState {
 /// The storage provider of the TiledEvictable definition: slots are read from and written to
 /// the valid copy of their tile (see `TileTable`).
 pub(crate) fn tiled_storage() -> StorageProvider {
-    StorageProvider::new(
+    StorageProvider::new_fallible(
         |state: &TiledState, dtype| state.supports(dtype),
         |state: &TiledState| {
-            state
+            Ok(state
                 .table
                 .as_ref()
-                .map_or(0, |table| table.grid().logical_size() as i64)
+                .map_or(0, |table| table.grid().logical_size() as i64))
         },
         TiledState::allocate,
         |state: &mut TiledState| match &state.table {
@@ -150,5 +154,6 @@ pub(crate) fn tiled_storage() -> StorageProvider {
         },
         |state: &TiledState, slot| state.table()?.read(slot),
         |state: &mut TiledState, slot, value| state.table()?.write(slot, value),
+        |prototype: &TiledState| Ok(prototype.template()),
     )
 }
