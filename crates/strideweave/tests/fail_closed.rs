@@ -800,3 +800,72 @@ fn the_infallible_constructor_builds_default_fresh_state() -> Result<()> {
     assert_eq!((fresh.version(), prototype.version()), (0, 1));
     Ok(())
 }
+
+/// A definition-free class whose dtype answer fails (as a composite over failing tiers
+/// would): its construction is refused with that error and seals nothing.
+#[derive(Default)]
+struct Undecided {
+    fail: bool,
+}
+
+impl strideweave::carrier::DefinitionFreeCarrier for Undecided {
+    const NAME: &'static str = "Undecided";
+
+    fn supports_storage_dtype(&self, dtype: DType) -> bool {
+        dtype == DType::FLOAT32
+    }
+
+    fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool> {
+        if self.fail {
+            return Err(Error::Runtime("the dtype table is unreachable".into()));
+        }
+        Ok(self.supports_storage_dtype(dtype))
+    }
+
+    fn size(&self) -> usize {
+        0
+    }
+
+    fn read(&self, _index: usize, _dtype: DType) -> Result<Value> {
+        Err(Error::Runtime("no slots".into()))
+    }
+
+    fn write(&self, _index: usize, _value: Value, _dtype: DType) -> Result<()> {
+        Err(Error::Runtime("no slots".into()))
+    }
+
+    fn release(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn new_like(&self, _values: &[Value], _dtype: DType) -> Result<Self> {
+        Ok(Undecided::default())
+    }
+
+    fn allocate_like(&self, _size: usize, _dtype: DType, _empty: bool) -> Result<Self> {
+        Ok(Undecided::default())
+    }
+}
+
+#[test]
+fn a_definition_free_construction_refused_by_a_failing_dtype_answer_seals_nothing() -> Result<()> {
+    let class = CarrierClass::of::<Undecided>();
+    let error = Carrier::new(Undecided { fail: true }, DType::FLOAT32, true).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert_eq!(
+        error.to_string(),
+        "runtime error: the dtype table is unreachable"
+    );
+    // Still open: a declaration succeeds, then the class constructs.
+    register_operation_capabilities(class, [])?;
+    let carrier = Carrier::new(Undecided::default(), DType::FLOAT32, true)?;
+    assert_eq!((carrier.size(), carrier.version()), (0, 0));
+    let error =
+        register_carrier_definition(class, CarrierDefinition::new(f32_storage())).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Type);
+    assert!(
+        error.to_string().contains("Undecided was already observed"),
+        "{error}"
+    );
+    Ok(())
+}
