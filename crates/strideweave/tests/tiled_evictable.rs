@@ -1025,18 +1025,25 @@ fn a_dropped_handle_does_not_cancel_its_request() {
     TiledEvictable::evict(&tiled, &tile).unwrap();
     drop(TiledEvictable::promote_async(&tiled, &tile).unwrap());
     expect_err(tiled.get(0), ErrorKind::Runtime, "pending");
+    assert_eq!(
+        location(&tiled, &[0]),
+        TileLocation::Secondary,
+        "still pending"
+    );
     gate.open();
-    // The next access after the move finishes commits the request.
-    let mut read = tiled.get(0);
+    // Once the move finishes, a state query alone sees the request committed: nobody waits on
+    // it or touches the tile.
+    let mut now = location(&tiled, &[0]);
     for _ in 0..500 {
-        if read.is_ok() {
+        if now == TileLocation::Primary {
             break;
         }
         thread::sleep(std::time::Duration::from_millis(2));
-        read = tiled.get(0);
+        now = location(&tiled, &[0]);
     }
-    assert_eq!(read.unwrap(), Value::Float(1.0));
-    assert_eq!(location(&tiled, &[0]), TileLocation::Primary);
+    assert_eq!(now, TileLocation::Primary);
+    assert_eq!(TiledEvictable::primary_tiles(&tiled).unwrap(), tile);
+    assert_eq!(tiled.get(0).unwrap(), Value::Float(1.0));
 }
 
 #[test]

@@ -287,9 +287,20 @@ impl TileTable {
         outcome
     }
 
+    /// Commits every pending request whose transfers have finished, so that a state query
+    /// is current even when nobody waits on or touches the tiles (a dropped handle's request
+    /// included). Polled with no lock held: committing takes the lock.
+    fn commit_finished(&self) {
+        let pending: Vec<Arc<ResidencyRequest>> = self.lock().pending.clone();
+        for request in pending {
+            request.poll();
+        }
+    }
+
     /// The state of tile `coord` (Value for a wrong rank or a coordinate outside the grid).
     pub(crate) fn tile_state(&self, coord: &[usize]) -> Result<TileState> {
         let index = self.grid.tile_index(coord)?;
+        self.commit_finished();
         let inner = self.lock();
         let entry = &inner.tiles[index];
         Ok(TileState::new(entry.location, entry.dirty))
@@ -297,6 +308,7 @@ impl TileTable {
 
     /// The tiles whose state satisfies `keep`.
     pub(crate) fn tiles_where(&self, keep: impl Fn(&TileEntry) -> bool) -> TileSet {
+        self.commit_finished();
         let inner = self.lock();
         let coordinates = inner
             .tiles
