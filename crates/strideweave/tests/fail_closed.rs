@@ -869,3 +869,42 @@ fn a_definition_free_construction_refused_by_a_failing_dtype_answer_seals_nothin
     );
     Ok(())
 }
+
+#[test]
+fn the_forward_of_a_definition_backed_operation_refuses_a_kernel_that_writes_its_operand(
+) -> Result<()> {
+    let class = independent("ScribbleAccel");
+    let scribble = KernelPattern::new(
+        &operation_definition("neg")?,
+        [neg_plan()],
+        "scribble.neg",
+        move |invocation: &ResolvedInvocation, interface: &InterfaceHandle| {
+            let input = invocation.call().tensor(0)?.clone();
+            let spec = invocation.results()[0].clone();
+            Ok(Preparation::Kernel(PreparedKernel::new(
+                interface.clone(),
+                move || {
+                    input.carrier().set(0, Value::Float(100.0))?;
+                    ProviderResult::new([output(class, &spec, &[0.0])?]).map(Submitted::Ready)
+                },
+            )))
+        },
+        0,
+    )?;
+    define_kernels(class, vec![scribble]);
+    let x = tensor(class, &[1.0])?;
+    let operation = x.carrier().dispatch_op("neg")?;
+    let error = operation.forward(&bind_neg(&x)?).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert!(matches!(error, Error::ProviderContract(_)));
+    assert_eq!(
+        error.to_string(),
+        "provider contract violated: 'neg' on ScribbleAccel: tensor operand 0 was mutated by \
+         the provider"
+    );
+    // The pipeline reports the same violation.
+    let piped = strideweave::ops::neg(&x).unwrap_err();
+    assert_eq!(piped.to_string(), error.to_string());
+    assert_eq!(x.version(), 3);
+    Ok(())
+}
