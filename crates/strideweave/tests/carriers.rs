@@ -108,8 +108,8 @@ fn scenario_03_cpu_construction_and_dtype_support() -> Result<()> {
 
     let support = |c: &Carrier| {
         (
-            c.supports_storage_dtype(DType::INT32),
-            c.supports_storage_dtype(DType::FLOAT64),
+            c.supports_storage_dtype(DType::INT32).unwrap(),
+            c.supports_storage_dtype(DType::FLOAT64).unwrap(),
         )
     };
     assert_eq!(support(&carrier), (true, false));

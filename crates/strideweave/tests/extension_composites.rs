@@ -54,7 +54,7 @@ impl Tiers {
 /// Storage delegating every slot to a carrier of the dependency's class.
 fn tiers_storage() -> StorageProvider {
     StorageProvider::new_fallible(
-        |state: &Tiers, dtype| state.dependency.try_supports_storage_dtype(dtype),
+        |state: &Tiers, dtype| state.dependency.supports_storage_dtype(dtype),
         |state: &Tiers| Ok(state.slots.as_ref().map_or(0, |c| c.size() as i64)),
         |state: &mut Tiers, slots, dtype| {
             state.slots = Some(

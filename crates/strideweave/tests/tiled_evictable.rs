@@ -203,7 +203,7 @@ fn derive_composite_dtype_support_from_configured_tiers() {
     let tiled = TiledEvictable::carrier(&primary, &secondary, &[2], &[2], None).unwrap();
     let answers = |c: &Carrier| {
         [DType::FLOAT32, DType::INT32, DType::BOOL, DType::FLOAT64]
-            .map(|d| c.supports_storage_dtype(d))
+            .map(|d| c.supports_storage_dtype(d).unwrap())
     };
     assert_eq!(answers(&tiled), [true, true, false, false]);
     // Generic and CPU share Bool; the answer follows the exact tiers of each instance.

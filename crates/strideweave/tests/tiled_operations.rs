@@ -143,8 +143,8 @@ fn capabilities_are_the_primary_tiers_plans_for_the_six_operations() {
             .filter(|c| {
                 let out = c.plan().output();
                 six.contains(&c.operation())
-                    && primary.supports_storage_dtype(out)
-                    && secondary.supports_storage_dtype(out)
+                    && primary.supports_storage_dtype(out).unwrap()
+                    && secondary.supports_storage_dtype(out).unwrap()
             })
             .map(|c| c.to_string())
             .collect();

@@ -453,13 +453,6 @@ impl ErasedCarrier for DefinedBody {
     /// read as "not supported": this panics with the provider's error. Every framework path
     /// asks [`try_supports_storage_dtype`](ErasedCarrier::try_supports_storage_dtype)
     /// instead, which propagates it.
-    fn supports_storage_dtype(&self, dtype: DType) -> bool {
-        match self.try_supports_storage_dtype(dtype) {
-            Ok(answer) => answer,
-            Err(error) => panic!("{error}"),
-        }
-    }
-
     fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool> {
         self.definition
             .storage()

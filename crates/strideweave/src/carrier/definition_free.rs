@@ -157,7 +157,6 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
 
 /// The object-safe face of [`DefinitionFreeCarrier`] that a carrier handle stores.
 pub(crate) trait ErasedCarrier: Send + Sync {
-    fn supports_storage_dtype(&self, dtype: DType) -> bool;
     fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool>;
     fn size(&self) -> usize;
     fn read(&self, index: usize, dtype: DType) -> Result<Value>;
@@ -217,9 +216,6 @@ pub(crate) trait ErasedCarrier: Send + Sync {
 }
 
 impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
-    fn supports_storage_dtype(&self, dtype: DType) -> bool {
-        DefinitionFreeCarrier::supports_storage_dtype(self, dtype)
-    }
     fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool> {
         DefinitionFreeCarrier::try_supports_storage_dtype(self, dtype)
     }

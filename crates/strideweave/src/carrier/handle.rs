@@ -204,22 +204,9 @@ impl Carrier {
     }
 
     /// Whether this class can store `dtype` (by identity); independent of state, also after
-    /// release.
-    ///
-    /// # Panics
-    ///
-    /// When the answer fails (a definition-backed class whose provider's `supports_dtype`
-    /// errors or panics): a failure never reads as "not supported". Use
-    /// [`try_supports_storage_dtype`](Carrier::try_supports_storage_dtype), which every
-    /// framework path asks, to receive the error. (Inside a provider callback the panic is
-    /// caught like any other and becomes that provider's `ProviderContract` error.)
-    pub fn supports_storage_dtype(&self, dtype: DType) -> bool {
-        self.body().supports_storage_dtype(dtype)
-    }
-
-    /// [`supports_storage_dtype`](Carrier::supports_storage_dtype), with a failing answer as
-    /// its error: the provider's error, or a `ProviderContract` error for a panic.
-    pub fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool> {
+    /// release. A failing answer (a definition-backed class whose provider's `supports_dtype`
+    /// errors or panics) is that error, never "not supported".
+    pub fn supports_storage_dtype(&self, dtype: DType) -> Result<bool> {
         self.body().try_supports_storage_dtype(dtype)
     }
 
@@ -524,7 +511,7 @@ impl Carrier {
 
     fn resolve_dtype(&self, dtype: Option<DType>) -> Result<DType> {
         let dtype = dtype.unwrap_or(self.inner.dtype);
-        if !self.try_supports_storage_dtype(dtype)? {
+        if !self.supports_storage_dtype(dtype)? {
             return Err(Error::UnstorableDtype {
                 class: self.class(),
                 dtype,

@@ -270,9 +270,7 @@ fn snapshot(primary: &Carrier, secondary: &Carrier) -> Result<Arc<[OperationCapa
     let mut kept = Vec::new();
     for capability in primary.capabilities().iter() {
         let output = capability.plan().output();
-        if primary.try_supports_storage_dtype(output)?
-            && secondary.try_supports_storage_dtype(output)?
-        {
+        if primary.supports_storage_dtype(output)? && secondary.supports_storage_dtype(output)? {
             kept.push(capability.clone());
         }
     }
@@ -342,20 +340,17 @@ impl DefinitionFreeCarrier for Evictable {
     const NAME: &'static str = "Evictable";
     const KIND: ClassKind = ClassKind::Dependent;
 
+    /// The framework asks [`try_supports_storage_dtype`](Self::try_supports_storage_dtype);
+    /// this plain answer reads a tier's failing answer as "not supported".
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
-        let tiers = self.tiers();
-        tiers.primary.carrier().supports_storage_dtype(dtype)
-            && tiers.secondary.carrier().supports_storage_dtype(dtype)
+        self.try_supports_storage_dtype(dtype).unwrap_or(false)
     }
 
     /// A tier's failing answer propagates.
     fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool> {
         let tiers = self.tiers();
-        Ok(tiers.primary.carrier().try_supports_storage_dtype(dtype)?
-            && tiers
-                .secondary
-                .carrier()
-                .try_supports_storage_dtype(dtype)?)
+        Ok(tiers.primary.carrier().supports_storage_dtype(dtype)?
+            && tiers.secondary.carrier().supports_storage_dtype(dtype)?)
     }
 
     fn size(&self) -> usize {

@@ -56,8 +56,8 @@ fn capabilities(carrier: &Carrier) -> Result<Vec<OperationCapability>> {
     for capability in primary.capabilities().iter() {
         let output = capability.plan().output();
         if is_tiled(capability.operation())
-            && primary.try_supports_storage_dtype(output)?
-            && secondary.try_supports_storage_dtype(output)?
+            && primary.supports_storage_dtype(output)?
+            && secondary.supports_storage_dtype(output)?
         {
             kept.push(capability.clone());
         }

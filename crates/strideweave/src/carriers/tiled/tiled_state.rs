@@ -81,8 +81,7 @@ impl TiledState {
         let Some((primary, secondary)) = self.tiers() else {
             return Ok(false);
         };
-        Ok(primary.try_supports_storage_dtype(dtype)?
-            && secondary.try_supports_storage_dtype(dtype)?)
+        Ok(primary.supports_storage_dtype(dtype)? && secondary.supports_storage_dtype(dtype)?)
     }
 
     fn allocate(&mut self, slots: usize, dtype: DType) -> Result<()> {
