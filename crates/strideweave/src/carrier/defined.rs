@@ -13,6 +13,7 @@ use crate::carriers::extension::{
 };
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
+use crate::operation::dispatch::{validate, Versions};
 use crate::operation::provider_scope::ProviderScope;
 use crate::operation::{
     operation_definition, Operand, Operation, OperationCapability, OperationDefinition,
@@ -323,7 +324,7 @@ fn forward_defined(
     }
     let carrier = first.carrier();
     carrier.check_capability(invocation.plan())?;
-    let versions: Vec<u64> = operand_tensors(invocation).map(Tensor::version).collect();
+    let versions = Versions::of(invocation);
     let scope = ProviderScope::open();
     let (outputs, result_classes) = match path {
         DefinedPath::Kernels(kernels) => (kernels.execute(invocation)?, None),
@@ -332,7 +333,7 @@ fn forward_defined(
             (outputs, Some(classes))
         }
     };
-    check_results(
+    validate(
         invocation,
         class,
         result_classes.as_deref(),
@@ -342,110 +343,6 @@ fn forward_defined(
     )?;
     drop(scope);
     Ok(outputs)
-}
-
-fn operand_tensors(invocation: &ResolvedInvocation) -> impl Iterator<Item = &Tensor> {
-    invocation
-        .call()
-        .operands()
-        .iter()
-        .filter_map(Operand::as_tensor)
-}
-
-/// The publication check of the dispatch pipeline, restated here because the pipeline's own
-/// (`operation/dispatch.rs`, `validate`) is private to that module: the same checks in the
-/// same order with the same messages. Results match their specifications exactly (count;
-/// an aliasing result is that operand itself; on `class`, or on the declared
-/// `result_classes` of a composite provider; dtype; layout at offset 0; exactly the layout's
-/// cosize in slots; no storage shared with an operand), and no operand was mutated (a
-/// `ProviderContract` error; an operand whose version moved with no write by the provider on
-/// record was written by another thread: a Runtime error).
-fn check_results(
-    invocation: &ResolvedInvocation,
-    class: CarrierClass,
-    result_classes: Option<&[CarrierClass]>,
-    outputs: &[Tensor],
-    versions: &[u64],
-    scope: &ProviderScope,
-) -> Result<()> {
-    let name = invocation.call().definition().name();
-    let contract = |what: String| {
-        Err(Error::ProviderContract(format!(
-            "'{name}' on {class}: {what}"
-        )))
-    };
-    let specs = invocation.results();
-    if outputs.len() != specs.len() {
-        return contract(format!(
-            "returned {} results, expected {}",
-            outputs.len(),
-            specs.len()
-        ));
-    }
-    for (i, (output, spec)) in outputs.iter().zip(specs).enumerate() {
-        if let Some(alias) = spec.alias_of() {
-            let same = invocation
-                .call()
-                .operands()
-                .get(alias)
-                .and_then(Operand::as_tensor);
-            if !same.is_some_and(|t| t.same_as(output)) {
-                return contract(format!("result {i} must be operand {alias} itself"));
-            }
-            continue;
-        }
-        let expected = result_classes
-            .and_then(|c| c.get(i))
-            .copied()
-            .unwrap_or(class);
-        if output.carrier().class() != expected {
-            return contract(format!(
-                "result {i} lives on {}, expected {expected}",
-                output.carrier().class()
-            ));
-        }
-        if output.dtype() != spec.dtype() {
-            return contract(format!(
-                "result {i} has dtype {}, expected {}",
-                output.dtype(),
-                spec.dtype()
-            ));
-        }
-        if output.layout() != spec.layout() || output.offset() != 0 {
-            return contract(format!(
-                "result {i} has layout {} at offset {}, expected {} at offset 0",
-                output.layout(),
-                output.offset(),
-                spec.layout()
-            ));
-        }
-        if output.carrier().size() != spec.layout().cosize() {
-            return contract(format!(
-                "result {i} has {} slots, expected exactly {}",
-                output.carrier().size(),
-                spec.layout().cosize()
-            ));
-        }
-        if operand_tensors(invocation).any(|t| t.carrier().same_as(output.carrier())) {
-            return contract(format!("result {i} shares storage with an operand"));
-        }
-    }
-    let changed = operand_tensors(invocation)
-        .zip(versions)
-        .enumerate()
-        .find(|(_, (tensor, &version))| tensor.version() != version);
-    if let Some((position, (tensor, _))) = changed {
-        if scope.wrote(tensor.carrier().id()) {
-            return contract(format!(
-                "tensor operand {position} was mutated by the provider"
-            ));
-        }
-        return Err(Error::Runtime(format!(
-            "'{name}' on {class}: tensor operand {position} was written by another thread while \
-             the operation ran; its results were discarded"
-        )));
-    }
-    Ok(())
 }
 
 impl ErasedCarrier for DefinedBody {

@@ -113,13 +113,13 @@ impl OperationDefinition {
 const INLINE_VERSIONS: usize = 4;
 
 /// The versions of an invocation's tensor operands, in operand order.
-enum Versions {
+pub(crate) enum Versions {
     Inline(usize, [u64; INLINE_VERSIONS]),
     Heap(Vec<u64>),
 }
 
 impl Versions {
-    fn of(invocation: &ResolvedInvocation) -> Versions {
+    pub(crate) fn of(invocation: &ResolvedInvocation) -> Versions {
         let mut items = [0u64; INLINE_VERSIONS];
         let mut len = 0;
         let mut versions = operand_versions(invocation);
@@ -155,7 +155,7 @@ fn operand_versions(invocation: &ResolvedInvocation) -> impl Iterator<Item = u64
 /// the declared `result_classes` of a composite provider) and no operand was mutated (a
 /// `ProviderContract` error otherwise). An operand whose version moved with no write by the
 /// provider on record was written by another thread meanwhile: a Runtime error saying so.
-fn validate(
+pub(crate) fn validate(
     invocation: &ResolvedInvocation,
     class: CarrierClass,
     result_classes: Option<&[CarrierClass]>,

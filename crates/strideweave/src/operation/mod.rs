@@ -5,7 +5,7 @@
 pub(crate) mod builtin;
 mod capability;
 mod definition;
-mod dispatch;
+pub(crate) mod dispatch;
 mod dispatched;
 mod invocation;
 mod operand;
