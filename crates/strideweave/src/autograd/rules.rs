@@ -3,6 +3,7 @@
 //! VJP.
 
 use crate::autograd::node::BackwardRule;
+use crate::carriers::Generic;
 use crate::dtype::Value;
 use crate::error::{Error, Result};
 use crate::operation::builtin::{BuiltinVjp, VjpRule};
@@ -91,8 +92,56 @@ impl BackwardRule for BuiltinRule {
             return Ok(vec![None; inputs.len()]);
         };
         let lowered = on_cotangent_class(self.builtin, inputs, g)?;
-        (self.rule)(&BuiltinVjp::new(&self.invocation, &lowered, g))
+        match (self.rule)(&BuiltinVjp::new(&self.invocation, &lowered, g)) {
+            // The carrier runs the forward but not an operation the rule needs: the framework
+            // evaluates the rule itself, on the reference kernels.
+            Err(Error::UnsupportedOperationPlan(_)) => {
+                on_reference(self.rule, &self.invocation, inputs, g)
+            }
+            outcome => outcome,
+        }
     }
+}
+
+/// Evaluates the gradient rule `rule` with the Generic reference kernels: the operands and
+/// the cotangent are read through their carriers' storage into Generic tensors, the rule runs
+/// there, and each gradient is returned in fresh storage of its operand's exact class (the
+/// operand's own factory), so the autograd of a built-in never depends on the operations a
+/// carrier executes beyond the forward.
+fn on_reference(
+    rule: VjpRule,
+    invocation: &ResolvedInvocation,
+    inputs: &[Tensor],
+    g: &Tensor,
+) -> Result<Vec<Option<Tensor>>> {
+    let generic = |t: &Tensor| -> Result<Tensor> {
+        let values = t.to_values()?;
+        Tensor::compact(
+            Generic::carrier(&values, t.dtype(), true)?,
+            t.shape().clone(),
+        )
+    };
+    let reference_inputs = inputs.iter().map(generic).collect::<Result<Vec<_>>>()?;
+    let reference_g = generic(g)?;
+    let grads = rule(&BuiltinVjp::new(
+        invocation,
+        &reference_inputs,
+        &reference_g,
+    ))?;
+    grads
+        .into_iter()
+        .zip(inputs)
+        .map(|(grad, input)| {
+            let Some(grad) = grad else {
+                return Ok(None);
+            };
+            let values = grad.to_values()?;
+            let carrier = input
+                .carrier()
+                .new_like(&values, true, Some(grad.dtype()))?;
+            Ok(Some(Tensor::compact(carrier, grad.shape().clone())?))
+        })
+        .collect()
 }
 
 /// A custom operation's declared rule, given its context.
