@@ -24,6 +24,7 @@ pub mod limits;
 pub mod movement;
 pub mod operation;
 pub mod ops;
+pub mod parallelism;
 pub mod tensor;
 
 pub use carrier::{Carrier, CarrierClass};
@@ -34,6 +35,7 @@ pub use carriers::extension::{
 };
 pub use dtype::{DType, Value};
 pub use error::{Error, ErrorKind, Result, UnsupportedOperationPlan};
+pub use parallelism::Parallelism;
 pub use strideweave_layout as layout;
 pub use strideweave_layout::{IntTuple, Layout, LayoutError, Shape, SliceKey, Stride};
 pub use tensor::Tensor;

@@ -8,7 +8,7 @@
 //! fastest leaf, a small one along the next) is copied in tiles, row by row along its own
 //! contiguous direction, so its cache lines are not fetched once per element. The run loops
 //! are compiled for the running CPU's vector units ([`pulp`] runtime dispatch) and large
-//! results are split over two threads.
+//! results are split over the threads [`crate::parallelism`] allows.
 //!
 //! Float32 is plain IEEE binary32 arithmetic (no fused multiply-add, no reassociation), so the
 //! results equal the Generic reference bit for bit; Int32 `add sub mul elementwise_mul neg
@@ -19,7 +19,7 @@ use crate::kernels::extrema::{maximum_f32, minimum_f32};
 use strideweave_layout::Layout;
 
 use super::direct;
-use super::parallel::{join, midpoint, threaded};
+use super::parallel::{chunk_count, for_each_chunk};
 use super::slots::{with_slots, Compute, Slots, Stored};
 use super::strided::{broadcast_strides, fits, Small, Walk};
 use super::{fresh_result, overflow, result_spec};
@@ -386,7 +386,7 @@ pub(super) fn with_side<T: Compute, R>(
     }
 }
 
-/// Fills `out` (the result, in ordinal order) with `op(a, b)`, on two threads when large.
+/// Fills `out` (the result, in ordinal order) with `op(a, b)`, split over threads when large.
 fn drive<T: Compute, O: Stored>(
     name: &str,
     walk: &Walk<2>,
@@ -403,7 +403,8 @@ fn drive<T: Compute, O: Stored>(
             out.len()
         )));
     }
-    if !threaded(out.len()) {
+    let chunks = chunk_count(out.len());
+    if chunks == 1 {
         if let [(len, strides)] = walk.leaves() {
             if *len == out.len() && !a.gathers(strides[0]) && !b.gathers(strides[1]) {
                 // One run read in place (or as single values): what `part` does with it,
@@ -422,13 +423,9 @@ fn drive<T: Compute, O: Stored>(
         }
         return part(name, walk, a, b, 0, out, op, describe);
     }
-    let mid = midpoint(out.len());
-    let (low, high) = out.split_at_mut(mid);
-    let (first, second) = join(
-        || part(name, walk, a, b, 0, low, op, describe),
-        || part(name, walk, a, b, mid, high, op, describe),
-    );
-    first.and(second)
+    for_each_chunk(out, chunks, |begin, chunk| {
+        part(name, walk, a, b, begin, chunk, op, describe)
+    })
 }
 
 /// Fills `out`, the result ordinals `begin..begin + out.len()`, run by run (in tiles when an

@@ -5,7 +5,8 @@
 //! and column strides whenever each of its modes coalesces to one (extent, stride) leaf — so
 //! a permuted (transposed) or broadcast operand costs no copy. Other operands (nested modes
 //! that do not coalesce, Int32 read as Float32) are packed column-major first. Small products
-//! run on the calling thread, large ones on two (`faer::Par`).
+//! run on the calling thread (`Par::Seq`), large ones on as many threads as
+//! [`crate::parallelism`] allows and the product's size justifies (`Par::rayon(t)`).
 //!
 //! A Float64 accumulator packs both operands in binary64 (every Float32 product is exact
 //! there), multiplies in binary64 and rounds each result once. Int32 multiplies exactly:
@@ -15,6 +16,7 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use strideweave_layout::Layout;
 
+use super::parallel::{allowed, spread};
 use super::slots::{with_slots, Compute, Slots};
 use super::strided::{fits, walk_of};
 use super::{fresh_result, overflow, result_spec};
@@ -23,11 +25,9 @@ use crate::error::{Error, Result};
 use crate::operation::{Accumulation, Builtin, Operand, ResolvedInvocation};
 use crate::tensor::Tensor;
 
-/// Products with fewer multiply-adds than this (64³) run on one thread.
+/// Products with fewer multiply-adds than this (64³) run on one thread; larger ones use a
+/// thread per `PARALLEL_WORK / 2` multiply-adds, up to the setting (so 64³ uses two).
 const PARALLEL_WORK: usize = 64 * 64 * 64;
-
-/// The threads a large product uses.
-const THREADS: usize = super::parallel::THREADS;
 
 /// One two-mode operand: its tensor and its kept (mode 0) and contracted (mode 1) extents.
 struct Matrix<'a> {
@@ -157,13 +157,16 @@ impl Shape3 {
         )))
     }
 
-    /// faer's parallelism for this product: sequential below [`PARALLEL_WORK`].
+    /// faer's parallelism for this product: sequential below [`PARALLEL_WORK`] (the setting
+    /// is not even read), else `min(threads allowed, work / (PARALLEL_WORK / 2))` threads.
     fn par(self) -> Par {
         let work = self.n.saturating_mul(self.m).saturating_mul(self.k);
         if work < PARALLEL_WORK {
-            Par::Seq
-        } else {
-            Par::rayon(THREADS)
+            return Par::Seq;
+        }
+        match spread(work, PARALLEL_WORK / 2, allowed()) {
+            1 => Par::Seq,
+            threads => Par::rayon(threads),
         }
     }
 }

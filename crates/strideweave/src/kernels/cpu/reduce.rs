@@ -13,12 +13,13 @@
 //!
 //! Sums accumulate in the plan's accumulator dtype (Float32 or Float64 for Float32 elements,
 //! exact integers for Int32, narrowed once with an Overflow check); maxima propagate NaN.
-//! Above the threading threshold the result ordinals (or, for few results, the reduced
-//! ordinals) are split over two threads.
+//! Above the threading threshold the result ordinals are split over the threads
+//! [`crate::parallelism`] allows; for few results the reduced ordinals are cut into pieces
+//! set by the work's size alone ([`pieces`]), so the result bits do not depend on the setting.
 
 use std::fmt::Display;
 
-use super::parallel::{join, midpoint, threaded};
+use super::parallel::{chunk_count, for_each_chunk, map_pieces, pieces, THREADING_THRESHOLD};
 use super::slots::{with_slots, Compute, Stored};
 use super::strided::{fits, walk_of, Walk};
 use super::{fresh_result, overflow, result_spec};
@@ -330,7 +331,7 @@ fn reduce<R: Reducer>(
     })
 }
 
-/// Fills `out` with the reductions of every result ordinal, on two threads when large.
+/// Fills `out` with the reductions of every result ordinal, split over threads when large.
 fn drive<R: Reducer>(
     name: &str,
     r: R,
@@ -344,29 +345,31 @@ fn drive<R: Reducer>(
     let vertical = ordered
         || (row_stride == 1 && row_extent >= 16)
         || (col_stride != 1 && row_extent >= col_extent);
-    if !threaded(n.saturating_mul(k)) {
-        return results(name, r, input, vertical, 0, out);
+    let work = n.saturating_mul(k);
+    let threads = chunk_count(work);
+    if work <= THREADING_THRESHOLD || n >= FEW_RESULTS || ordered || k < 2 {
+        // Each result's order does not depend on how the results are cut.
+        return for_each_chunk(out, threads, |begin, chunk| {
+            results(name, r, input, vertical, begin, chunk)
+        });
     }
-    if n >= FEW_RESULTS || ordered || k < 2 {
-        let mid = midpoint(n);
-        let (low, high) = out.split_at_mut(mid);
-        let (first, second) = join(
-            || results(name, r, input, vertical, 0, low),
-            || results(name, r, input, vertical, mid, high),
-        );
-        return first.and(second);
-    }
-    // Few results over a long reduced mode: each thread reduces half of mode 1.
-    let mid = k / 2;
+    // Few results over a long reduced mode: mode 1 is cut into pieces the work's size alone
+    // sets, reduced on the threads allowed and merged in piece order.
     let partial = |j_lo: usize, j_hi: usize| -> Result<Vec<R::Acc>> {
         let mut accs = vec![r.identity(); n];
         accumulate(name, r, input, vertical, (0, n), (j_lo, j_hi), &mut accs)?;
         Ok(accs)
     };
-    let (first, second) = join(|| partial(0, mid), || partial(mid, k));
-    let (first, second) = (first?, second?);
-    let merged = first.iter().zip(&second).map(|(&a, &b)| r.merge(a, b));
-    for (i, (o, acc)) in out.iter_mut().zip(merged).enumerate() {
+    let mut partials = map_pieces(k, pieces(work, k), threads, partial).into_iter();
+    let mut accs = partials
+        .next()
+        .unwrap_or_else(|| Ok(vec![r.identity(); n]))?;
+    for piece in partials {
+        for (acc, p) in accs.iter_mut().zip(piece?) {
+            *acc = r.merge(*acc, p);
+        }
+    }
+    for (i, (o, &acc)) in out.iter_mut().zip(&accs).enumerate() {
         *o = finish(name, r, acc, i)?;
     }
     Ok(())
