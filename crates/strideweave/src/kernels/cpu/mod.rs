@@ -5,8 +5,8 @@
 //! `Value`s: operands are borrowed under their carriers' read locks, layouts are walked in
 //! the longest runs their strides allow ([`strided`]), run loops are compiled for the
 //! running CPU's vector units (`pulp`), work above [`parallel::THREADING_THRESHOLD`]
-//! elements is split over two threads, and `matmul` runs on `faer` directly on the operands'
-//! strides. Each result is a fresh mutable CPU carrier of exactly the result layout's cosize
+//! elements is split over the threads the [`parallelism`](crate::parallelism) setting allows,
+//! and `matmul` runs on `faer` directly on the operands' strides. Each result is a fresh mutable CPU carrier of exactly the result layout's cosize
 //! (version 0) under the canonical layout; operands are never written.
 
 pub(crate) mod direct;
