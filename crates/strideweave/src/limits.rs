@@ -5,9 +5,9 @@
 //! 2^40 elements costs nothing to build. Work that follows such a view must not allocate or
 //! iterate in its logical size unchecked. Two rules keep it bounded:
 //!
-//! - [`reserve`]: an allocation is checked against this machine's physical memory before it
+//! - `reserve`: an allocation is checked against this machine's physical memory before it
 //!   is made, and a refusal is a Memory error naming what was being built;
-//! - [`check_repeated_work`]: a view that repeats slots (its size exceeds the slots it spans)
+//! - `check_repeated_work`: a view that repeats slots (its size exceeds the slots it spans)
 //!   is processed element by element, and one of more than [`MAX_REPEATED_ELEMENTS`]
 //!   elements is a Value error rather than hours of work.
 

@@ -149,7 +149,7 @@ impl StorageProvider {
     /// `physical_size` included, and the factories' fresh state built by `fresh`.
     ///
     /// - `supports_dtype(&S, dtype) -> Result<bool>`: an error propagates from every path that
-    ///   asks (construction, the factories, [`Carrier::try_supports_storage_dtype`]); it never
+    ///   asks (construction, the factories, [`Carrier::supports_storage_dtype`]); it never
     ///   reads as "not supported";
     /// - `physical_size(&S) -> Result<i64>`: an error propagates (the construction fails, the
     ///   state is released, nothing is returned);
@@ -158,7 +158,7 @@ impl StorageProvider {
     ///   `allocate` on it); for a state with no configuration, `|_| Ok(S::default())`. An
     ///   error or panic fails the factory with nothing constructed.
     ///
-    /// [`Carrier::try_supports_storage_dtype`]: crate::Carrier::try_supports_storage_dtype
+    /// [`Carrier::supports_storage_dtype`]: crate::Carrier::supports_storage_dtype
     #[allow(clippy::too_many_arguments)]
     pub fn new_fallible<S, Supports, Size, Allocate, Release, Read, Write, Fresh>(
         supports_dtype: Supports,

@@ -3,7 +3,7 @@
 use std::fmt;
 
 /// One built-in operation. Its spec (operand kinds, shape rule, planning family, saved
-/// operands and gradient rule) is [`Builtin::spec`]; the shipped kernels `match` on it
+/// operands and gradient rule) is `Builtin::spec` (crate-internal); the shipped kernels `match` on it
 /// exhaustively, so a new built-in is named by the compiler everywhere it is still missing.
 ///
 /// ```
