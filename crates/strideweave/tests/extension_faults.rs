@@ -438,6 +438,21 @@ fn transfer_faults_publish_nothing_and_release_their_claims() -> Result<()> {
                 fault.disarm();
                 let error = outcome.map(|_| ()).unwrap_err();
                 assert_injected(&error, site, panicked);
+                if let Error::ProviderPanicked(panic) = &error {
+                    assert_eq!(
+                        (panic.provider(), panic.callback()),
+                        (
+                            "the transfer provider from RouteSource to RouteDestination",
+                            site
+                        ),
+                        "{error}"
+                    );
+                }
+                assert_eq!(
+                    panicked,
+                    matches!(error, Error::ProviderPanicked(_)),
+                    "{error}"
+                );
                 assert_eq!((source.version(), target.version()), before, "{site}");
                 assert!(!source.is_released(), "{site}");
                 assert_eq!(values(&source)?, floats(&[1.0, 2.0, 3.0]));

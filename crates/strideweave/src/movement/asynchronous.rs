@@ -129,11 +129,7 @@ pub(crate) fn start(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Resul
         }
         Route::Transfer(request, prepared) => {
             request.open();
-            match guard(
-                || transfer_provider_name(&request),
-                "submit",
-                || prepared.submit(),
-            ) {
+            match prepared.submit_for(|| transfer_provider_name(&request)) {
                 Ok(Submitted::Pending(completion)) => {
                     finish_later(pending, request, completion, outcome.clone());
                 }
