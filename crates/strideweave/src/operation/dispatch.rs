@@ -1,8 +1,8 @@
 //! Dispatch of an operation call (docs/operations.md, How a call flows): bind, resolve, let the
-//! first tensor's carrier decide, gate on its capabilities before anything is allocated, run a
-//! freshly dispatched operation (definition-free carriers), the first accepting kernel pattern of
-//! a kernel-backed definition or the composite provider of a dependent definition, and
-//! validate its results before publishing them.
+//! first tensor's carrier decide, gate on its capabilities before anything is allocated, run
+//! the class's built-in kernel function or a freshly dispatched operation (definition-free
+//! carriers), the first accepting kernel pattern of a kernel-backed definition or the composite
+//! provider of a dependent definition, and validate its results before publishing them.
 
 use crate::carrier::CarrierClass;
 use crate::error::{Error, Result};
