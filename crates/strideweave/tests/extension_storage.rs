@@ -680,3 +680,48 @@ fn downcast_answers_for_the_exact_body_type_only() -> Result<()> {
     assert_eq!(values(&defined)?, floats(&[1.0, 2.0]));
     Ok(())
 }
+
+#[test]
+fn a_provider_sets_up_the_contents_of_factory_allocations_itself() -> Result<()> {
+    use extension::AllocationContents;
+    let seen: Arc<Mutex<Vec<AllocationContents>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    let class = CarrierClass::mint("ContentsAware", ClassKind::Independent);
+    let storage = slots_storage().with_allocation_contents(
+        move |state: &mut Slots, contents: AllocationContents| {
+            record.lock().unwrap().push(contents);
+            match contents {
+                // A marker value the framework's zero fill would have overwritten.
+                AllocationContents::Zeroed => state.values.fill(Value::Float(0.0)),
+                AllocationContents::Unspecified => state.values.fill(Value::Float(-1.0)),
+            }
+            if state.values.len() == 3 {
+                return Err(Error::Memory("cannot set up 3 slots".into()));
+            }
+            Ok(())
+        },
+    );
+    register_carrier_definition(class, CarrierDefinition::new(storage))?;
+    let prototype = filled(class, &[5.0, 6.0])?;
+    let empty = prototype.allocate_like(2, true, None, true)?;
+    assert_eq!(values(&empty)?, floats(&[-1.0, -1.0]));
+    let zeroed = prototype.allocate_like(2, true, None, false)?;
+    assert_eq!(values(&zeroed)?, floats(&[0.0, 0.0]));
+    assert_eq!(zeroed.version(), 0);
+    // `new_like` states its values itself: the callback is not asked.
+    let made = prototype.new_like(&floats(&[1.0]), true, None)?;
+    assert_eq!(values(&made)?, floats(&[1.0]));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![AllocationContents::Unspecified, AllocationContents::Zeroed]
+    );
+    // A failing callback fails the factory, with nothing returned.
+    let error = prototype.allocate_like(3, true, None, false).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Memory);
+    assert!(
+        error.to_string().contains("cannot set up 3 slots"),
+        "{error}"
+    );
+    assert_eq!(prototype.get(1)?, Value::Float(6.0));
+    Ok(())
+}

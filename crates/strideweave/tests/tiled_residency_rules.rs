@@ -145,3 +145,82 @@ fn release_releases_the_carrier_and_gives_up_both_tiers() {
     tiled.release().unwrap();
     expect_err(tiled.get(0), ErrorKind::Runtime, "released");
 }
+
+#[test]
+fn allocate_like_empty_yields_invalid_tiles_whose_reads_name_the_tile() {
+    let faults = Faults::new();
+    let values: Vec<f64> = (0..8).map(f64::from).collect();
+    let tiled = TiledEvictable::carrier(
+        &Faulty::carrier(&faults, &values),
+        &Faulty::carrier(&faults, &[]),
+        &[2, 2],
+        &[2, 1],
+        None,
+    )
+    .unwrap();
+    let fresh = tiled.allocate_like(8, true, None, true).unwrap();
+    assert_eq!(fresh.class(), tiled.class());
+    assert_eq!((fresh.size(), fresh.version()), (8, 0));
+    let all = set(&[&[0, 0], &[1, 0], &[0, 1], &[1, 1]]);
+    assert_eq!(TiledEvictable::invalid_tiles(&fresh).unwrap(), all);
+    assert_eq!(TiledEvictable::implicit_tiles(&fresh).unwrap(), set(&[]));
+    let state = TiledEvictable::tile_state(&fresh, &[1, 0]).unwrap();
+    assert_eq!(
+        (state.location(), state.is_valid(), state.is_dirty()),
+        (TileLocation::Invalid, false, false)
+    );
+    // Slot 3 is coordinate (3, 0), in tile (1, 0); slot 4 is (0, 1), in tile (0, 1).
+    expect_err(
+        fresh.get(3),
+        ErrorKind::Runtime,
+        "cannot read slot 3: tile (1, 0) of the TiledEvictable is invalid",
+    );
+    expect_err(
+        fresh.get(4),
+        ErrorKind::Runtime,
+        "cannot read slot 4: tile (0, 1) of the TiledEvictable is invalid",
+    );
+    expect_err(
+        TiledEvictable::promote(&fresh, &set(&[&[1, 1]])),
+        ErrorKind::Runtime,
+        "cannot promote tile (1, 1): it is invalid",
+    );
+    // The prototype is untouched, and its tiers gave the fresh carrier empty tiers.
+    assert_eq!(tiled.get(3).unwrap(), Value::Float(3.0));
+    assert_eq!(TiledEvictable::primary(&fresh).unwrap().size(), 0);
+    assert_eq!(TiledEvictable::secondary(&fresh).unwrap().size(), 0);
+}
+
+#[test]
+fn allocate_like_not_empty_yields_implicit_zero_tiles_without_storage() {
+    let faults = Faults::new();
+    let tiled = TiledEvictable::carrier(
+        &Faulty::carrier(&faults, &[1.0, 2.0, 3.0, 4.0]),
+        &Faulty::carrier(&faults, &[]),
+        &[2],
+        &[2],
+        None,
+    )
+    .unwrap();
+    let live = faults.live();
+    let fresh = tiled.allocate_like(4, true, None, false).unwrap();
+    // Two empty tiers, no tile carrier: the zero tiles have no storage.
+    assert_eq!(faults.live(), live + 2);
+    assert_eq!(
+        TiledEvictable::implicit_tiles(&fresh).unwrap(),
+        set(&[&[0], &[1]])
+    );
+    assert_eq!(TiledEvictable::dirty_tiles(&fresh).unwrap(), set(&[]));
+    for slot in 0..4 {
+        assert_eq!(fresh.get(slot).unwrap(), Value::Float(0.0), "slot {slot}");
+    }
+    assert_eq!(fresh.version(), 0);
+    // An empty allocation that cannot be made fails whole: nothing stays alive.
+    Faults::arm(&faults.allocations, 1);
+    expect_err(
+        tiled.allocate_like(4, true, None, true),
+        ErrorKind::Runtime,
+        "injected allocation failure",
+    );
+    assert_eq!(faults.live(), live + 2);
+}

@@ -8,8 +8,8 @@ use crate::carrier::class::CarrierClass;
 use crate::carrier::definition_free::ErasedCarrier;
 use crate::carrier::Carrier;
 use crate::carriers::extension::{
-    carrier_definition, freeze_execution_set, CarrierDefinition, CarrierFacet, CompositeProvider,
-    ErasedState, ExecutionSet,
+    carrier_definition, freeze_execution_set, AllocationContents, CarrierDefinition, CarrierFacet,
+    CompositeProvider, ErasedState, ExecutionSet,
 };
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
@@ -414,6 +414,19 @@ impl ErasedCarrier for DefinedBody {
         mutable: bool,
     ) -> Result<Carrier> {
         let carrier = self.fresh(size, dtype, mutable)?;
+        let storage = self.definition.storage();
+        if storage.sets_allocation_contents() {
+            // The provider establishes the fresh contents itself (zeroed or unspecified).
+            let contents = AllocationContents::from_empty(empty);
+            let set = carrier.defined_body().map_or(Ok(()), |body| {
+                storage.call_allocation_contents(self.class, body.state_mut().as_mut(), contents)
+            });
+            if let Err(error) = set {
+                let _ = carrier.release();
+                return Err(error);
+            }
+            return Ok(carrier);
+        }
         if let (false, Some(zero)) = (empty, dtype.zero()) {
             for index in 0..size {
                 carrier.write_unversioned(index, zero)?;

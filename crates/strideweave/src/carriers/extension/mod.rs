@@ -33,7 +33,7 @@ pub use prepared::{PreparedComposite, PreparedKernel, PreparedTransfer, Submitte
 pub use provider_result::ProviderResult;
 pub use registration::{carrier_definition, register_carrier_definition};
 pub(crate) use storage_provider::ErasedState;
-pub use storage_provider::StorageProvider;
+pub use storage_provider::{AllocationContents, StorageProvider};
 pub(crate) use transfer::provider_name as transfer_provider_name;
 pub use transfer::{TransferPreparation, TransferProvider, TransferRequest, TransferRoute};
 pub use unsupported::Unsupported;

@@ -18,6 +18,30 @@ type ReleaseFn = dyn Fn(&mut dyn Any) -> Result<()> + Send + Sync;
 type ReadFn = dyn Fn(&dyn Any, usize) -> Result<Value> + Send + Sync;
 type WriteFn = dyn Fn(&mut dyn Any, usize, Value) -> Result<()> + Send + Sync;
 type FreshFn = dyn Fn(&dyn Any) -> Result<ErasedState> + Send + Sync;
+type ContentsFn = dyn Fn(&mut dyn Any, AllocationContents) -> Result<()> + Send + Sync;
+
+/// What the contents of a carrier made by `allocate_like` must be: the `empty` flag of the
+/// factory, handed to a provider that sets up fresh contents itself (see
+/// [`StorageProvider::with_allocation_contents`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AllocationContents {
+    /// `allocate_like(.., empty = false)`: every slot reads the dtype's zero.
+    Zeroed,
+    /// `allocate_like(.., empty = true)`: the contents are unspecified until written; a
+    /// provider may make reading them an error.
+    Unspecified,
+}
+
+impl AllocationContents {
+    /// The contents `allocate_like`'s `empty` flag asks for.
+    pub fn from_empty(empty: bool) -> AllocationContents {
+        if empty {
+            AllocationContents::Unspecified
+        } else {
+            AllocationContents::Zeroed
+        }
+    }
+}
 
 struct Callbacks {
     state_type: TypeId,
@@ -76,6 +100,7 @@ struct Callbacks {
 pub struct StorageProvider {
     callbacks: Arc<Callbacks>,
     elementwise_fallback: bool,
+    allocation_contents: Option<Arc<ContentsFn>>,
 }
 
 fn downcast<S: 'static>(state: &dyn Any) -> Result<&S> {
@@ -201,7 +226,53 @@ impl StorageProvider {
                 }),
             }),
             elementwise_fallback: false,
+            allocation_contents: None,
         }
+    }
+
+    /// This provider with `contents(&mut S, AllocationContents)` setting up the contents of
+    /// every carrier `allocate_like` makes, after `allocate`: [`Zeroed`] for
+    /// `empty = false`, [`Unspecified`] for `empty = true`.
+    ///
+    /// Without it the factory writes the dtype's zero into every slot for `empty = false`
+    /// and leaves an empty allocation as `allocate` made it. With it the framework writes
+    /// nothing: a class whose storage knows zero (or undefined) contents without a write per
+    /// slot — tiles that read as zero, say — states them here. An error or panic fails the
+    /// factory, and the fresh carrier is released.
+    ///
+    /// [`Zeroed`]: AllocationContents::Zeroed
+    /// [`Unspecified`]: AllocationContents::Unspecified
+    pub fn with_allocation_contents<S, Contents>(self, contents: Contents) -> StorageProvider
+    where
+        S: 'static,
+        Contents: Fn(&mut S, AllocationContents) -> Result<()> + Send + Sync + 'static,
+    {
+        StorageProvider {
+            allocation_contents: Some(Arc::new(move |state, wanted| {
+                contents(downcast_mut::<S>(state)?, wanted)
+            })),
+            ..self
+        }
+    }
+
+    /// Whether the provider sets up the contents of factory allocations itself.
+    pub(crate) fn sets_allocation_contents(&self) -> bool {
+        self.allocation_contents.is_some()
+    }
+
+    /// The allocation-contents callback (see
+    /// [`with_allocation_contents`](StorageProvider::with_allocation_contents)); does nothing
+    /// for a provider without one.
+    pub(crate) fn call_allocation_contents(
+        &self,
+        class: CarrierClass,
+        state: &mut dyn Any,
+        contents: AllocationContents,
+    ) -> Result<()> {
+        let Some(callback) = &self.allocation_contents else {
+            return Ok(());
+        };
+        self.guarded(class, "allocation contents", || callback(state, contents))
     }
 
     /// This provider with the elementwise movement fallback permission set to `allowed`.
@@ -329,6 +400,7 @@ impl fmt::Debug for StorageProvider {
         f.debug_struct("StorageProvider")
             .field("state", &self.callbacks.state_type_name)
             .field("elementwise_fallback", &self.elementwise_fallback)
+            .field("allocation_contents", &self.allocation_contents.is_some())
             .finish()
     }
 }

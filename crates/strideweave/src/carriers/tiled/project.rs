@@ -232,7 +232,7 @@ impl BackwardRule for ProjectRule {
         self.map
             .check_shape(g.shape(), "the cotangent of 'tiled.project'")?;
         let slots = self.footprint.grid().logical_size();
-        let fresh = source.carrier().allocate_like(slots, true, None, true)?;
+        let fresh = source.carrier().allocate_like(slots, true, None, false)?;
         let written = g
             .to_values()?
             .into_iter()

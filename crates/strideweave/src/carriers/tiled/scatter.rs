@@ -295,7 +295,7 @@ impl ScatterRule {
         }
         let fresh = template
             .carrier()
-            .allocate_like(grid.logical_size(), true, None, true)?;
+            .allocate_like(grid.logical_size(), true, None, false)?;
         let written = g_values
             .iter()
             .enumerate()

@@ -287,6 +287,29 @@ impl TileTable {
         outcome
     }
 
+    /// Makes every tile of a freshly allocated table invalid (no valid copy): the contents of
+    /// `allocate_like(.., empty = true)`. Runtime for a table whose tiles have copies or
+    /// pending requests (only a fresh all-implicit table is invalidated).
+    pub(crate) fn invalidate_all(&self) -> Result<()> {
+        let mut inner = self.lock();
+        if let Some(tile) = inner
+            .tiles
+            .iter()
+            .position(|t| t.copy.is_some() || t.pending.is_some())
+        {
+            return Err(Error::Runtime(format!(
+                "cannot make the tiles of a TiledEvictable unspecified: tile {} already has \
+                 contents",
+                show(&self.grid.tile_coord(tile))
+            )));
+        }
+        for entry in &mut inner.tiles {
+            entry.location = TileLocation::Invalid;
+            entry.dirty = false;
+        }
+        Ok(())
+    }
+
     /// Commits every pending request whose transfers have finished, so that a state query
     /// is current even when nobody waits on or touches the tiles (a dropped handle's request
     /// included). Polled with no lock held: committing takes the lock.

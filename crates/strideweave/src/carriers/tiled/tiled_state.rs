@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::carrier::Carrier;
-use crate::carriers::extension::StorageProvider;
+use crate::carriers::extension::{AllocationContents, StorageProvider};
 use crate::carriers::tiled::tile_copy::Tier;
 use crate::carriers::tiled::tile_grid::TileGrid;
 use crate::carriers::tiled::tile_table::{Seeding, TileTable};
@@ -135,6 +135,19 @@ impl TiledState {
     }
 }
 
+impl TiledState {
+    /// The contents of a factory allocation (docs/tiers.md, Construction and geometry):
+    /// `allocate_like(.., empty = false)` keeps every tile implicit (reading zero, with no
+    /// storage and no write per slot); `empty = true` makes every tile invalid, so reading
+    /// one before it is given contents is a Runtime error naming the tile.
+    fn allocation_contents(&mut self, contents: AllocationContents) -> Result<()> {
+        match contents {
+            AllocationContents::Zeroed => Ok(()),
+            AllocationContents::Unspecified => self.table()?.invalidate_all(),
+        }
+    }
+}
+
 /// The storage provider of the TiledEvictable definition: slots are read from and written to
 /// the valid copy of their tile (see `TileTable`).
 pub(crate) fn tiled_storage() -> StorageProvider {
@@ -155,4 +168,5 @@ pub(crate) fn tiled_storage() -> StorageProvider {
         |state: &mut TiledState, slot, value| state.table()?.write(slot, value),
         |prototype: &TiledState| Ok(prototype.template()),
     )
+    .with_allocation_contents(TiledState::allocation_contents)
 }
