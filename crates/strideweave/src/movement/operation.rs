@@ -1,7 +1,8 @@
 //! `MoveOperation`: the copy step of a move between two exact carrier classes.
 
 use crate::carrier::Carrier;
-use crate::dtype::Value;
+use crate::carriers::Cpu;
+use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
@@ -49,5 +50,62 @@ impl<'a> MoveTarget<'a> {
         }
         let value = self.carrier.dtype().normalize(value)?;
         self.carrier.write_unversioned(slot, value)
+    }
+
+    /// Writes `values` to slots `start..start + values.len()` of a Float32 destination, in
+    /// one bulk copy when the destination is a CPU carrier and slot by slot otherwise; like
+    /// [`write`](MoveTarget::write) it bumps no version.
+    ///
+    /// # Errors
+    /// Index when the slots do not all lie in the destination; Type when the destination
+    /// does not hold Float32; a released destination's Runtime error.
+    pub fn write_f32s(&self, start: usize, values: &[f32]) -> Result<()> {
+        self.check_span(start, values.len(), DType::FLOAT32)?;
+        if let Some(cpu) = self.carrier.downcast_ref::<Cpu>() {
+            return cpu
+                .with_f32_mut(|slots| slots[start..start + values.len()].copy_from_slice(values));
+        }
+        for (i, x) in values.iter().enumerate() {
+            self.carrier
+                .write_unversioned(start + i, Value::Float(f64::from(*x)))?;
+        }
+        Ok(())
+    }
+
+    /// [`write_f32s`](MoveTarget::write_f32s) for an Int32 destination.
+    ///
+    /// # Errors
+    /// As [`write_f32s`](MoveTarget::write_f32s), with Int32 for Float32.
+    pub fn write_i32s(&self, start: usize, values: &[i32]) -> Result<()> {
+        self.check_span(start, values.len(), DType::INT32)?;
+        if let Some(cpu) = self.carrier.downcast_ref::<Cpu>() {
+            return cpu
+                .with_i32_mut(|slots| slots[start..start + values.len()].copy_from_slice(values));
+        }
+        for (i, x) in values.iter().enumerate() {
+            self.carrier
+                .write_unversioned(start + i, Value::Int(i64::from(*x)))?;
+        }
+        Ok(())
+    }
+
+    /// Checks that slots `start..start + len` lie in the destination and that it holds
+    /// `dtype`.
+    fn check_span(&self, start: usize, len: usize, dtype: DType) -> Result<()> {
+        let size = self.carrier.size();
+        if start.checked_add(len).is_none_or(|end| end > size) {
+            return Err(Error::Index(format!(
+                "move writes slots {start}..{start}+{len} of a {} carrier of size {size}",
+                self.carrier.class()
+            )));
+        }
+        if self.carrier.dtype() != dtype {
+            return Err(Error::Type(format!(
+                "move writes {dtype} slots into a {} carrier of dtype {}",
+                self.carrier.class(),
+                self.carrier.dtype()
+            )));
+        }
+        self.carrier.check_live("write")
     }
 }

@@ -5,6 +5,7 @@
 //! Seed rule: these values "SHALL be importable from strideweave.carriers.extension"; here
 //! that is `strideweave::carriers::extension`. Registries and dispatch build on them.
 
+mod bulk;
 mod completion;
 mod composite;
 mod definition;
@@ -18,6 +19,7 @@ mod storage_provider;
 mod transfer;
 mod unsupported;
 
+pub use bulk::{read_f32s, read_i32s};
 pub use completion::{CompletionCell, ProviderCompletion};
 pub use composite::{CompositePreparation, CompositeProvider};
 pub use definition::CarrierDefinition;

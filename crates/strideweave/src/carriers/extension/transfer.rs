@@ -118,8 +118,33 @@ impl TransferRequest {
     /// Runtime outside the submitted transfer (during preparation or after the terminal
     /// outcome); Index out of the destination's range; Type or Overflow from normalization.
     pub fn write(&self, slot: usize, value: Value) -> Result<()> {
+        self.target()?.write(slot, value)
+    }
+
+    /// Writes `values` at destination slots `start..start + values.len()` without
+    /// publishing them, in one bulk copy when the destination is a CPU carrier: how a route
+    /// downloads a device buffer without a [`Value`] per slot.
+    ///
+    /// # Errors
+    /// As [`write`](TransferRequest::write); Index when a slot is out of the destination's
+    /// range; Type when the destination does not hold Float32.
+    pub fn write_f32s(&self, start: usize, values: &[f32]) -> Result<()> {
+        self.target()?.write_f32s(start, values)
+    }
+
+    /// [`write_f32s`](TransferRequest::write_f32s) for an Int32 destination.
+    ///
+    /// # Errors
+    /// As [`write_f32s`](TransferRequest::write_f32s), with Int32 for Float32.
+    pub fn write_i32s(&self, start: usize, values: &[i32]) -> Result<()> {
+        self.target()?.write_i32s(start, values)
+    }
+
+    /// The destination as a move target while the transfer is submitted; a Runtime error
+    /// during preparation or after the terminal outcome.
+    fn target(&self) -> Result<MoveTarget<'_>> {
         match self.inner.phase.load(Ordering::Acquire) {
-            SUBMITTED => MoveTarget::new(&self.inner.destination).write(slot, value),
+            SUBMITTED => Ok(MoveTarget::new(&self.inner.destination)),
             PREPARING => Err(Error::Runtime(format!(
                 "a transfer from {} to {} cannot write the destination during preparation",
                 self.inner.source_class, self.inner.destination_class
