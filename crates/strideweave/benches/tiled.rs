@@ -35,13 +35,13 @@ const TILE_K: usize = 256;
 const M: usize = 16;
 const CAPACITY: usize = 4;
 
-/// Bounds the primary tier to `CAPACITY` tiles; otherwise plans only what is required.
+/// Bounds the primary tier to `CAPACITY` tiles and suggests nothing (operations stream).
 #[derive(Debug)]
 struct Bounded;
 
 impl ResidencyPolicy for Bounded {
-    fn plan(&self, required: &TileSet, _: ResidencyPurpose) -> Result<ResidencyPlan> {
-        ResidencyPlan::new(required.clone(), TileSet::empty(), TileSet::empty())
+    fn plan(&self, _: &TileSet, _: ResidencyPurpose) -> Result<ResidencyPlan> {
+        ResidencyPlan::new(TileSet::empty(), TileSet::empty(), TileSet::empty())
     }
     fn primary_capacity(&self) -> Option<usize> {
         Some(CAPACITY)

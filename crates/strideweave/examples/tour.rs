@@ -387,11 +387,12 @@ struct FourTiles;
 impl strideweave::carriers::ResidencyPolicy for FourTiles {
     fn plan(
         &self,
-        required: &strideweave::carriers::TileSet,
+        _: &strideweave::carriers::TileSet,
         _: strideweave::carriers::ResidencyPurpose,
     ) -> Result<strideweave::carriers::ResidencyPlan> {
         use strideweave::carriers::{ResidencyPlan, TileSet};
-        ResidencyPlan::new(required.clone(), TileSet::empty(), TileSet::empty())
+        // Suggest nothing: the operation streams its tiles within the capacity.
+        ResidencyPlan::new(TileSet::empty(), TileSet::empty(), TileSet::empty())
     }
 
     fn primary_capacity(&self) -> Option<usize> {

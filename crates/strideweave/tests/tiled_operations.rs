@@ -675,8 +675,10 @@ impl Capacity {
 }
 
 impl ResidencyPolicy for Capacity {
-    fn plan(&self, required: &TileSet, _: ResidencyPurpose) -> Result<ResidencyPlan> {
-        ResidencyPlan::new(required.clone(), TileSet::empty(), TileSet::empty())
+    /// Suggests nothing: operations stream, and a read plan gets its required tiles from the
+    /// framework's correction.
+    fn plan(&self, _: &TileSet, _: ResidencyPurpose) -> Result<ResidencyPlan> {
+        ResidencyPlan::new(TileSet::empty(), TileSet::empty(), TileSet::empty())
     }
     fn primary_capacity(&self) -> Option<usize> {
         Some(self.capacity)

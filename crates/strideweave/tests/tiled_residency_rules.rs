@@ -5,10 +5,14 @@
 mod common;
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use common::tiled::{expect_err, Faults, Faulty};
-use strideweave::carriers::{Cpu, TileLocation, TileSet, TiledEvictable};
-use strideweave::{Carrier, DType, ErrorKind, Value};
+use strideweave::carriers::{
+    CapacityPolicy, Cpu, ResidencyPlan, ResidencyPolicy, ResidencyPurpose, TileLocation, TileSet,
+    TiledEvictable,
+};
+use strideweave::{ops, Carrier, DType, ErrorKind, Result, Shape, Tensor, Value};
 
 fn set(coordinates: &[&[usize]]) -> TileSet {
     TileSet::new(coordinates.iter().map(|c| c.to_vec())).unwrap()
@@ -223,4 +227,168 @@ fn allocate_like_not_empty_yields_implicit_zero_tiles_without_storage() {
         "injected allocation failure",
     );
     assert_eq!(faults.live(), live + 2);
+}
+
+/// A policy recording every plan it is asked for and answering a fixed suggestion.
+#[derive(Debug)]
+struct Recording {
+    asked: Mutex<Vec<(TileSet, ResidencyPurpose)>>,
+    promote: TileSet,
+    evict: TileSet,
+    capacity: Option<usize>,
+}
+
+impl Recording {
+    fn new(promote: TileSet, evict: TileSet, capacity: Option<usize>) -> Arc<Recording> {
+        Arc::new(Recording {
+            asked: Mutex::new(Vec::new()),
+            promote,
+            evict,
+            capacity,
+        })
+    }
+
+    fn silent() -> Arc<Recording> {
+        Recording::new(TileSet::empty(), TileSet::empty(), None)
+    }
+
+    fn take(&self) -> Vec<(TileSet, ResidencyPurpose)> {
+        std::mem::take(&mut *self.asked.lock().unwrap())
+    }
+}
+
+impl ResidencyPolicy for Recording {
+    fn plan(&self, required: &TileSet, purpose: ResidencyPurpose) -> Result<ResidencyPlan> {
+        self.asked.lock().unwrap().push((required.clone(), purpose));
+        ResidencyPlan::new(self.promote.clone(), TileSet::empty(), self.evict.clone())
+    }
+    fn primary_capacity(&self) -> Option<usize> {
+        self.capacity
+    }
+}
+
+/// A 4×2 TiledEvictable of `values` in 2×1 tiles over a full CPU secondary (every tile
+/// secondary) and an empty CPU primary, steered by `policy`.
+fn on_secondary(values: &[f32], policy: Option<Arc<dyn ResidencyPolicy>>) -> Tensor {
+    let primary = Cpu::from_f32(&[], true).unwrap();
+    let secondary = Cpu::from_f32(values, true).unwrap();
+    let tiled = TiledEvictable::carrier(&primary, &secondary, &[2, 2], &[2, 1], policy).unwrap();
+    Tensor::compact(tiled, Shape::new(vec![4, 2]).unwrap()).unwrap()
+}
+
+fn numbers(t: &Tensor) -> Vec<f64> {
+    t.to_values()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
+const EIGHT: [f32; 8] = [1.0, -2.0, 3.0, -4.0, 5.0, -6.0, 7.0, -8.0];
+
+#[test]
+fn every_tiled_operation_asks_each_operand_policy_for_an_operation_plan() {
+    let (a, b) = (Recording::silent(), Recording::silent());
+    let x = on_secondary(&EIGHT, Some(a.clone()));
+    let y = on_secondary(&EIGHT, Some(b.clone()));
+    let every = set(&[&[0, 0], &[1, 0], &[0, 1], &[1, 1]]);
+    let one = vec![(every.clone(), ResidencyPurpose::Operation)];
+    type Run<'a> = Box<dyn Fn() -> Result<Tensor> + 'a>;
+    let runs: Vec<(&str, Run, usize)> = vec![
+        ("add", Box::new(|| ops::add(&x, &y)), 1),
+        (
+            "elementwise_mul",
+            Box::new(|| ops::elementwise_mul(&x, &y)),
+            1,
+        ),
+        ("mul", Box::new(|| ops::mul(&x, &y)), 1),
+        ("mul by a scalar", Box::new(|| ops::mul(&x, 2.0)), 0),
+        ("relu", Box::new(|| ops::relu(&x)), 0),
+        ("reduce_sum", Box::new(|| ops::reduce_sum(&x)), 0),
+        ("matmul", Box::new(|| ops::matmul(&x, &y)), 1),
+        // One carrier twice is planned once.
+        ("add(x, x)", Box::new(|| ops::add(&x, &x)), 0),
+    ];
+    for (name, run, b_plans) in runs {
+        run().unwrap();
+        assert_eq!(a.take(), one, "{name}: the first operand's policy");
+        assert_eq!(
+            b.take().len(),
+            b_plans,
+            "{name}: the second operand's policy"
+        );
+    }
+    // The silent plan moved nothing.
+    assert_eq!(TiledEvictable::secondary_tiles(x.carrier()).unwrap(), every);
+}
+
+#[test]
+fn the_operations_plan_is_what_runs_before_it_streams() {
+    // Tile (0, 1) is promoted by the plan; the dense result is unchanged by residency.
+    let policy = Recording::new(set(&[&[0, 1]]), TileSet::empty(), Some(2));
+    let x = on_secondary(&EIGHT, Some(policy.clone()));
+    let sums = ops::reduce_sum(&x).unwrap();
+    assert_eq!(numbers(&sums), vec![6.0, -8.0, 10.0, -12.0]);
+    assert_eq!(
+        TiledEvictable::primary_tiles(x.carrier()).unwrap(),
+        set(&[&[0, 1]])
+    );
+    assert_eq!(x.carrier().version(), 0, "residency moves no version");
+    // Next the plan evicts it again and promotes two others: the eviction runs first, and the
+    // promotions are cut to the capacity of 2 in the set's order.
+    let policy = Recording::new(set(&[&[1, 0], &[1, 1], &[0, 0]]), set(&[&[0, 1]]), Some(2));
+    let primary = Cpu::from_f32(&[], true).unwrap();
+    let secondary = Cpu::from_f32(&EIGHT, true).unwrap();
+    let tiled =
+        TiledEvictable::carrier(&primary, &secondary, &[2, 2], &[2, 1], Some(policy.clone()))
+            .unwrap();
+    TiledEvictable::promote(&tiled, &set(&[&[0, 1]])).unwrap();
+    let x = Tensor::compact(tiled.clone(), Shape::new(vec![4, 2]).unwrap()).unwrap();
+    let doubled = ops::mul(&x, 2.0).unwrap();
+    assert_eq!(
+        numbers(&doubled),
+        EIGHT
+            .iter()
+            .map(|&v| f64::from(v) * 2.0)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        TiledEvictable::primary_tiles(&tiled).unwrap(),
+        set(&[&[0, 0], &[1, 0]])
+    );
+    assert_eq!(
+        TiledEvictable::secondary_tiles(&tiled).unwrap(),
+        set(&[&[0, 1], &[1, 1]])
+    );
+}
+
+#[test]
+fn the_default_policy_keeps_streamed_work_from_moving_tiles() {
+    for policy in [
+        None,
+        Some(Arc::new(CapacityPolicy::new(2)) as Arc<dyn ResidencyPolicy>),
+        Some(Arc::new(CapacityPolicy::unbounded()) as Arc<dyn ResidencyPolicy>),
+    ] {
+        let x = on_secondary(&EIGHT, policy.clone());
+        TiledEvictable::promote(x.carrier(), &set(&[&[1, 1]])).unwrap();
+        let every = set(&[&[0, 0], &[1, 0], &[0, 1], &[1, 1]]);
+        let plan = TiledEvictable::plan_residency(x.carrier(), &every, ResidencyPurpose::Operation)
+            .unwrap();
+        assert!(
+            plan.promote().is_empty() && plan.evict().is_empty(),
+            "{policy:?}"
+        );
+        assert_eq!(plan.retain(), &TileSet::empty());
+        let sums = ops::reduce_sum(&x).unwrap();
+        assert_eq!(numbers(&sums), vec![6.0, -8.0, 10.0, -12.0]);
+        assert_eq!(
+            TiledEvictable::primary_tiles(x.carrier()).unwrap(),
+            set(&[&[1, 1]]),
+            "{policy:?}"
+        );
+        // A read plan still promotes what it requires.
+        let plan =
+            TiledEvictable::plan_residency(x.carrier(), &every, ResidencyPurpose::Read).unwrap();
+        assert_eq!(plan.promote(), &set(&[&[0, 0], &[1, 0], &[0, 1]]));
+    }
 }

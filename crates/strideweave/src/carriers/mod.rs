@@ -21,7 +21,7 @@ pub use evictable::Evictable;
 pub use file_backed::FileBacked;
 pub use generic::Generic;
 pub use tiled::{
-    AwaitProjection, AwaitResidency, AwaitScatter, ResidencyPlan, ResidencyPolicy,
+    AwaitProjection, AwaitResidency, AwaitScatter, CapacityPolicy, ResidencyPlan, ResidencyPolicy,
     ResidencyPurpose, ScatterReduction, TileLocation, TileProgress, TileResidency, TileSelection,
     TileSet, TileState, TiledEvictable,
 };

@@ -39,7 +39,7 @@ pub use await_projection::AwaitProjection;
 pub use await_residency::AwaitResidency;
 pub use await_scatter::AwaitScatter;
 pub use residency_facet::TileResidency;
-pub use residency_plan::{ResidencyPlan, ResidencyPolicy, ResidencyPurpose};
+pub use residency_plan::{CapacityPolicy, ResidencyPlan, ResidencyPolicy, ResidencyPurpose};
 pub use scatter_reduction::ScatterReduction;
 pub use tile_progress::TileProgress;
 pub use tile_selection::TileSelection;

@@ -8,6 +8,7 @@ use crate::carriers::tiled::tile_table::{Direction, TileEntry, TileTable};
 use crate::carriers::tiled::tiled_state::TiledState;
 use crate::carriers::tiled::{
     AwaitResidency, ResidencyPlan, ResidencyPurpose, TileLocation, TileSet, TileState,
+    TiledEvictable,
 };
 use crate::error::{Error, Result};
 
@@ -130,6 +131,10 @@ impl TileResidency {
                 grid.tile_index(coord)?;
             }
         }
+        if purpose.is_streamed() {
+            let capacity = table.policy().and_then(|policy| policy.primary_capacity());
+            return streamed_plan(&suggested, &primary, &invalid, capacity);
+        }
         let promote = suggested
             .promote()
             .union(required)?
@@ -146,5 +151,49 @@ impl TileResidency {
             .difference(required)
             .difference(&retain);
         ResidencyPlan::new(promote, retain, evict)
+    }
+}
+
+/// The correction of a policy's plan for streamed work (`Operation`, `Backward`), whose tiles
+/// stream through the primary tier whether resident or not: only primary tiles are retained or
+/// evicted (a retained tile never), only valid non-primary tiles are promoted, and with a
+/// `capacity` the promotions are cut, in the set's order, so that the primary tiles after the
+/// plan number at most the capacity.
+fn streamed_plan(
+    suggested: &ResidencyPlan,
+    primary: &TileSet,
+    invalid: &TileSet,
+    capacity: Option<usize>,
+) -> Result<ResidencyPlan> {
+    let retain = suggested.retain().intersection(primary);
+    let evict = suggested.evict().intersection(primary).difference(&retain);
+    let mut promote = suggested.promote().difference(primary).difference(invalid);
+    if let Some(capacity) = capacity {
+        let room = capacity.saturating_sub(primary.len() - evict.len());
+        if promote.len() > room {
+            promote = TileSet::new(promote.coordinates()[..room].to_vec())?;
+        }
+    }
+    ResidencyPlan::new(promote, retain, evict)
+}
+
+impl TileResidency {
+    /// Asks the policy of the TiledEvictable `carrier` for the streamed plan of `purpose`
+    /// over every tile of the carrier (the tiles a tiled operation or its backward reads) and
+    /// runs it: the evictions, then the promotions, each waited for. Each request is
+    /// failure-atomic; a failure is returned and the work does not start.
+    pub(crate) fn run_streamed_plan(carrier: &Carrier, purpose: ResidencyPurpose) -> Result<()> {
+        let table = TileResidency::table(carrier)?;
+        let grid = table.grid();
+        let every = TileSet::new((0..grid.tile_count()).map(|t| grid.tile_coord(t)))?;
+        let facet = TiledEvictable::residency(carrier)?;
+        let plan = facet.plan_residency(carrier, &every, purpose)?;
+        if !plan.evict().is_empty() {
+            facet.evict_async(carrier, plan.evict())?.wait()?;
+        }
+        if !plan.promote().is_empty() {
+            facet.promote_async(carrier, plan.promote())?.wait()?;
+        }
+        Ok(())
     }
 }

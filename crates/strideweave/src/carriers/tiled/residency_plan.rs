@@ -86,7 +86,14 @@ impl ResidencyPlan {
     }
 }
 
-/// Why tiles are required on the primary tier: the work a residency plan prepares for.
+/// Why tiles are required: the work a residency plan prepares for.
+///
+/// `Read` and `Write` ask for the tiles **on the primary tier**: the corrected plan promotes
+/// every required tile that is not resident. `Operation` and `Backward` are *streamed* work —
+/// a tiled operation's forward, and the backward pass of one — whose tiles stream through the
+/// primary tier whether resident or not: their plan promotes, retains and evicts only what the
+/// policy asks, within its [`primary_capacity`](ResidencyPolicy::primary_capacity), and the
+/// work runs that plan before it reads a tile (docs/tiers.md, Tile state and residency).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ResidencyPurpose {
@@ -94,11 +101,29 @@ pub enum ResidencyPurpose {
     Read,
     /// The tiles will be written.
     Write,
-    /// The tiles are operands of an operation (the tiled operations of a later phase).
+    /// The tiles are operands of a tiled operation's forward (streamed).
     Operation,
+    /// The tiles are saved operands read by the backward pass of a tiled operation (streamed).
+    Backward,
+}
+
+impl ResidencyPurpose {
+    /// Whether work of this purpose streams its tiles (`Operation`, `Backward`) rather than
+    /// needing them resident (`Read`, `Write`).
+    pub fn is_streamed(self) -> bool {
+        matches!(
+            self,
+            ResidencyPurpose::Operation | ResidencyPurpose::Backward
+        )
+    }
 }
 
 /// A strategy choosing which tiles to keep on the primary tier.
+///
+/// Every tiled operation and every backward pass of one asks the policy of each operand
+/// carrier for its plan (`plan(every tile it reads, Operation | Backward)`) and runs the
+/// corrected plan before streaming; [`CapacityPolicy`] is the shipped default, and a carrier
+/// built without a policy behaves as under `CapacityPolicy::unbounded()`.
 ///
 /// `ResidencyPolicy.plan(required, purpose)` **only optimizes** (docs/tiers.md, Tile state and
 /// residency): the framework corrects every plan so that the required tiles end up resident and are
@@ -134,5 +159,50 @@ pub trait ResidencyPolicy: fmt::Debug + Send + Sync {
     /// [`TileProgress`]: crate::carriers::TileProgress
     fn on_progress(&self, progress: &crate::carriers::TileProgress) {
         let _ = progress;
+    }
+}
+
+/// The shipped default [`ResidencyPolicy`]: it bounds the primary tier at `capacity` tiles (or
+/// not at all) and suggests nothing beyond what the framework's correction requires.
+///
+/// Its plans are empty, so the corrected plan promotes exactly the required non-resident
+/// tiles for [`Read`](ResidencyPurpose::Read) / [`Write`](ResidencyPurpose::Write), and moves
+/// nothing for streamed work: a tiled operation or backward streams its non-resident tiles
+/// through the primary tier within the capacity and leaves every tile where it was.
+///
+/// ```
+/// use strideweave::carriers::{CapacityPolicy, ResidencyPolicy, ResidencyPurpose, TileSet};
+/// let policy = CapacityPolicy::new(4);
+/// assert_eq!(policy.primary_capacity(), Some(4));
+/// let plan = policy.plan(&TileSet::new([vec![0]])?, ResidencyPurpose::Operation)?;
+/// assert!(plan.promote().is_empty() && plan.evict().is_empty());
+/// # Ok::<(), strideweave::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CapacityPolicy {
+    capacity: Option<usize>,
+}
+
+impl CapacityPolicy {
+    /// The default policy bounding the primary tier at `capacity` tiles.
+    pub fn new(capacity: usize) -> CapacityPolicy {
+        CapacityPolicy {
+            capacity: Some(capacity),
+        }
+    }
+
+    /// The default policy with no bound (what a carrier without a policy does).
+    pub fn unbounded() -> CapacityPolicy {
+        CapacityPolicy { capacity: None }
+    }
+}
+
+impl ResidencyPolicy for CapacityPolicy {
+    fn plan(&self, _required: &TileSet, _purpose: ResidencyPurpose) -> Result<ResidencyPlan> {
+        ResidencyPlan::new(TileSet::empty(), TileSet::empty(), TileSet::empty())
+    }
+
+    fn primary_capacity(&self) -> Option<usize> {
+        self.capacity
     }
 }

@@ -233,11 +233,22 @@ impl TiledEvictable {
     /// The residency plan making `required` resident for `purpose`: the carrier's
     /// [`ResidencyPolicy`] suggests, the framework corrects (the policy only optimizes).
     ///
-    /// The result promotes every required tile that is not primary or implicit (plus the
-    /// policy's other valid non-primary suggestions), retains the required primary tiles
-    /// (plus the policy's primary suggestions), and evicts only primary tiles the policy
-    /// names that are neither required nor retained. Without a policy it promotes and retains
-    /// exactly the required tiles. Errors: a tile outside the grid (Index) or of another rank
+    /// For [`Read`](ResidencyPurpose::Read) and [`Write`](ResidencyPurpose::Write) the
+    /// result promotes every required tile that is not primary or implicit (plus the policy's
+    /// other valid non-primary suggestions), retains the required primary tiles (plus the
+    /// policy's primary suggestions), and evicts only primary tiles the policy names that are
+    /// neither required nor retained. Without a policy it promotes and retains exactly the
+    /// required tiles.
+    ///
+    /// For streamed work ([`Operation`](ResidencyPurpose::Operation),
+    /// [`Backward`](ResidencyPurpose::Backward): what every tiled operation and backward asks
+    /// and runs) the required tiles stream whether resident or not, so the result is the
+    /// policy's plan kept to what can run: it promotes only valid non-primary tiles, cut (in
+    /// the set's order) so that the primary tiles after the plan number at most the policy's
+    /// [`primary_capacity`](ResidencyPolicy::primary_capacity), retains only primary tiles
+    /// and evicts only primary tiles it does not retain. Without a policy (or under the
+    /// default [`CapacityPolicy`](crate::carriers::CapacityPolicy)) it is empty: nothing
+    /// moves. Errors: a tile outside the grid (Index) or of another rank
     /// (Value), in `required` or in the policy's answer; a required invalid tile (Runtime);
     /// the policy's own error.
     pub fn plan_residency(

@@ -13,9 +13,10 @@ use crate::carriers::extension::{
 };
 use crate::carriers::tiled::tile_copy::Tier;
 use crate::carriers::tiled::tile_stream::{Fetch, StreamCounters, TileStream};
+use crate::carriers::tiled::tile_table::TileTable;
 use crate::carriers::tiled::tiled_operand::TiledOperand;
 use crate::carriers::tiled::tiled_work::{Work, WorkKind};
-use crate::carriers::tiled::{TileProgress, TileResidency};
+use crate::carriers::tiled::{ResidencyPurpose as Purpose, TileProgress, TileResidency};
 use crate::error::{Error, Result};
 use crate::operation::{
     call, Builtin, Operand, OperationCapability, OptionValue, ResolvedInvocation,
@@ -88,11 +89,16 @@ fn prepare(carrier: &Carrier, invocation: &ResolvedInvocation) -> Result<Composi
             format!("TiledEvictable executes only {tiled:?} on raw tiled operands"),
         )?));
     }
+    let tensors: Vec<(usize, Tensor)> = invocation
+        .call()
+        .operands()
+        .iter()
+        .enumerate()
+        .filter_map(|(position, operand)| Some((position, operand.as_tensor()?.clone())))
+        .collect();
     let mut operands = Vec::new();
-    for (position, operand) in invocation.call().operands().iter().enumerate() {
-        if let Some(tensor) = operand.as_tensor() {
-            operands.push(TiledOperand::new(tensor, name, position)?);
-        }
+    for (position, tensor) in &tensors {
+        operands.push(TiledOperand::new(tensor, name, *position)?);
     }
     let primary = primary_of(carrier)?;
     for (k, operand) in operands.iter().enumerate() {
@@ -106,12 +112,14 @@ fn prepare(carrier: &Carrier, invocation: &ResolvedInvocation) -> Result<Composi
         }
     }
     let work = Work::plan(invocation, &operands)?;
-    let depth = prefetch_depth(&operands, work.items());
+    drop(operands);
     let invocation = invocation.clone();
     let progress = TileResidency::table(carrier)?.policy().cloned();
     Ok(CompositePreparation::Composite(PreparedComposite::new(
         move || {
             let _grad = no_grad();
+            let operands = streamed_operands(&tensors, name_of(&invocation), Purpose::Operation)?;
+            let depth = prefetch_depth(&operands, work.items());
             let result = execute(&invocation, &operands, &work, depth, &primary, |p| {
                 if let Some(policy) = &progress {
                     policy.on_progress(p);
@@ -120,6 +128,34 @@ fn prepare(carrier: &Carrier, invocation: &ResolvedInvocation) -> Result<Composi
             Ok(Submitted::Ready(ProviderResult::new([result])?))
         },
     )))
+}
+
+fn name_of(invocation: &ResolvedInvocation) -> &str {
+    invocation.call().definition().name()
+}
+
+/// The operands of streamed work (`purpose`: a tiled operation or its backward), snapshotted
+/// for it after the residency plan of each distinct operand carrier has run (see
+/// [`TileResidency::run_streamed_plan`]); `tensors` are the operation's tensor operands with
+/// their positions.
+pub(crate) fn streamed_operands(
+    tensors: &[(usize, Tensor)],
+    operation: &str,
+    purpose: Purpose,
+) -> Result<Vec<TiledOperand>> {
+    let mut planned: Vec<Arc<TileTable>> = Vec::new();
+    for (_, tensor) in tensors {
+        let table = TileResidency::table(tensor.carrier())?;
+        if planned.iter().any(|done| Arc::ptr_eq(done, &table)) {
+            continue;
+        }
+        TileResidency::run_streamed_plan(tensor.carrier(), purpose)?;
+        planned.push(table);
+    }
+    tensors
+        .iter()
+        .map(|(position, tensor)| TiledOperand::new(tensor, operation, *position))
+        .collect()
 }
 
 /// How many items may be in flight: bounded, per operand carrier with a
