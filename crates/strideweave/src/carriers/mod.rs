@@ -23,7 +23,7 @@ pub use generic::Generic;
 pub use tiled::{
     AwaitProjection, AwaitResidency, AwaitScatter, CapacityPolicy, ResidencyPlan, ResidencyPolicy,
     ResidencyPurpose, ScatterReduction, TileLocation, TileProgress, TileResidency, TileSelection,
-    TileSet, TileState, TiledEvictable,
+    TileSet, TileState, TiledEvictable, WhenPinned,
 };
 
 /// Whether `type_id` is one of the shipped carrier types.

@@ -21,8 +21,10 @@ pub(crate) struct ResidencyRequest {
     tiles: Vec<usize>,
     /// The coordinates of those tiles, for messages.
     coordinates: Vec<Vec<usize>>,
-    /// Taken once by whoever commits the request.
-    transfers: Mutex<Option<Vec<TileTransfer>>>,
+    /// Taken once by whoever commits the request; polling only looks (it clones the `Arc` and
+    /// asks the transfers with the mutex released, so a tier calling back into the carrier
+    /// while a move is polled cannot deadlock on it).
+    transfers: Mutex<Option<Arc<Vec<TileTransfer>>>>,
     outcome: CompletionCell<()>,
 }
 
@@ -41,7 +43,7 @@ impl ResidencyRequest {
             direction,
             tiles,
             coordinates,
-            transfers: Mutex::new(Some(transfers)),
+            transfers: Mutex::new(Some(Arc::new(transfers))),
             outcome: CompletionCell::new(),
         })
     }
@@ -74,11 +76,9 @@ impl ResidencyRequest {
         if self.outcome.done() {
             return true;
         }
-        let finished = self
-            .transfers
-            .lock()
-            .as_ref()
-            .is_some_and(|transfers| transfers.iter().all(TileTransfer::is_done));
+        let transfers = self.transfers.lock().clone();
+        let finished =
+            transfers.is_some_and(|transfers| transfers.iter().all(TileTransfer::is_done));
         if finished {
             self.finish_with(None);
         }
@@ -128,6 +128,7 @@ impl ResidencyRequest {
             }
         }
         let mut inner = table.lock();
+        let mut stale = Vec::new();
         for (tile, tier, carrier) in placed {
             let entry = &mut inner.tiles[tile];
             entry.location = tier.location();
@@ -137,11 +138,12 @@ impl ResidencyRequest {
             }
         }
         if failure.is_none() {
-            for transfer in &transfers {
-                if !transfer.consumed_source() {
-                    transfer.source().discard();
-                }
-            }
+            stale.extend(
+                transfers
+                    .iter()
+                    .filter(|transfer| !transfer.consumed_source())
+                    .map(|transfer| transfer.source().clone()),
+            );
         }
         for &tile in &self.tiles {
             if inner.tiles[tile].pending == Some(self.id) {
@@ -150,6 +152,11 @@ impl ResidencyRequest {
         }
         inner.pending.retain(|r| r.id != self.id);
         drop(inner);
+        // The replaced copies are dropped with no lock held.
+        for copy in stale {
+            copy.discard();
+        }
+        table.notify();
         self.outcome.complete(match failure {
             None => Ok(()),
             Some(error) => Err(error),

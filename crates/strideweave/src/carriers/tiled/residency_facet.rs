@@ -8,7 +8,7 @@ use crate::carriers::tiled::tile_table::{Direction, TileEntry, TileTable};
 use crate::carriers::tiled::tiled_state::TiledState;
 use crate::carriers::tiled::{
     AwaitResidency, ResidencyPlan, ResidencyPurpose, TileLocation, TileSet, TileState,
-    TiledEvictable,
+    TiledEvictable, WhenPinned,
 };
 use crate::error::{Error, Result};
 
@@ -73,11 +73,23 @@ impl TileResidency {
         Ok(TileResidency::table(carrier)?.tiles_where(|e: &TileEntry| e.dirty))
     }
 
+    /// The tiles pinned by running operations or element accesses (docs/tiers.md, Pinned
+    /// tiles): no residency request moves them until their pins are released.
+    pub fn pinned_tiles(&self, carrier: &Carrier) -> Result<TileSet> {
+        Ok(TileResidency::table(carrier)?.tiles_where(|e: &TileEntry| !e.pins.is_empty()))
+    }
+
+    /// How many tiles are pinned now (the size of [`pinned_tiles`](Self::pinned_tiles)).
+    pub fn pinned_count(&self, carrier: &Carrier) -> Result<usize> {
+        Ok(self.pinned_tiles(carrier)?.len())
+    }
+
     fn request(
         &self,
         carrier: &Carrier,
         tiles: &TileSet,
         direction: Direction,
+        when: WhenPinned,
     ) -> Result<AwaitResidency> {
         let table = TileResidency::table(carrier)?;
         if carrier.is_released() {
@@ -86,17 +98,39 @@ impl TileResidency {
                 direction.verb()
             )));
         }
-        table.request(tiles, direction)
+        table.request(tiles, direction, when)
     }
 
-    /// Starts promoting `tiles` to the primary tier; see `TiledEvictable::promote_async`.
+    /// Starts promoting `tiles` to the primary tier, waiting for pinned tiles; see
+    /// `TiledEvictable::promote_async`.
     pub fn promote_async(&self, carrier: &Carrier, tiles: &TileSet) -> Result<AwaitResidency> {
-        self.request(carrier, tiles, Direction::Promote)
+        self.request(carrier, tiles, Direction::Promote, WhenPinned::Wait)
     }
 
-    /// Starts evicting `tiles` to the secondary tier; see `TiledEvictable::evict_async`.
+    /// Starts evicting `tiles` to the secondary tier, waiting for pinned tiles; see
+    /// `TiledEvictable::evict_async`.
     pub fn evict_async(&self, carrier: &Carrier, tiles: &TileSet) -> Result<AwaitResidency> {
-        self.request(carrier, tiles, Direction::Evict)
+        self.request(carrier, tiles, Direction::Evict, WhenPinned::Wait)
+    }
+
+    /// [`promote_async`](Self::promote_async), doing `when` about pinned tiles.
+    pub fn promote_async_with(
+        &self,
+        carrier: &Carrier,
+        tiles: &TileSet,
+        when: WhenPinned,
+    ) -> Result<AwaitResidency> {
+        self.request(carrier, tiles, Direction::Promote, when)
+    }
+
+    /// [`evict_async`](Self::evict_async), doing `when` about pinned tiles.
+    pub fn evict_async_with(
+        &self,
+        carrier: &Carrier,
+        tiles: &TileSet,
+        when: WhenPinned,
+    ) -> Result<AwaitResidency> {
+        self.request(carrier, tiles, Direction::Evict, when)
     }
 
     /// The corrected residency plan for `required`; see `TiledEvictable::plan_residency`.

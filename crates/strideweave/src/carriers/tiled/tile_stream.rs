@@ -8,6 +8,7 @@ use std::thread;
 use crate::autograd::no_grad;
 use crate::carrier::Carrier;
 use crate::carriers::tiled::tile_copy::Tier;
+use crate::carriers::tiled::tile_pins::{held, WorkingFor};
 use crate::carriers::tiled::tiled_operand::{column_major_strides, flat, TileSource, TiledOperand};
 use crate::error::{Error, Result};
 use crate::movement::copy_to;
@@ -97,7 +98,12 @@ impl<'a> TileStream<'a> {
         let (ready_tx, ready_rx) = sync_channel::<Result<Fetched>>(self.depth - 2);
         let (back_tx, back_rx) = channel::<Carrier>();
         thread::scope(|scope| {
-            let worker = scope.spawn(|| self.stage_ahead(items, ready_tx, back_rx));
+            // The worker stages for this operation: it works under the operation's pins.
+            let pins = held();
+            let worker = scope.spawn(move || {
+                let _working = WorkingFor::new(pins);
+                self.stage_ahead(items, ready_tx, back_rx)
+            });
             let outcome = self.consume(items.len(), &ready_rx, &back_tx, &mut counters, compute);
             // Release what is still queued; dropping the queue stops a worker still staging
             // (its next send fails).

@@ -3,14 +3,17 @@
 
 use std::sync::Arc;
 
-use parking_lot::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::carrier::OwnershipToken;
 use crate::carriers::tiled::await_residency::{AwaitResidency, ResidencyRequest};
 use crate::carriers::tiled::tile_copy::{Tier, TileCopy};
 use crate::carriers::tiled::tile_grid::{show, TileGrid};
+use crate::carriers::tiled::tile_pins::{held_here, next_pin, TilePins};
 use crate::carriers::tiled::tile_transfer::TileTransfer;
-use crate::carriers::tiled::{ResidencyPolicy, TileLocation, TileSet, TileState};
+use crate::carriers::tiled::{ResidencyPolicy, TileLocation, TileSet, TileState, WhenPinned};
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 
@@ -24,6 +27,9 @@ pub(crate) struct TileEntry {
     pub(crate) dirty: bool,
     /// The id of the pending residency request moving this tile.
     pub(crate) pending: Option<u64>,
+    /// The pins on this tile (one id per holder): while any is held, no residency request
+    /// moves the tile.
+    pub(crate) pins: Vec<u64>,
 }
 
 impl TileEntry {
@@ -33,9 +39,13 @@ impl TileEntry {
             copy,
             dirty: false,
             pending: None,
+            pins: Vec::new(),
         }
     }
 }
+
+/// Where one tile's valid copy was when an operation pinned it.
+pub(crate) type TileSnapshot = (TileLocation, Option<TileCopy>);
 
 /// The mutable part of a [`TileTable`].
 pub(crate) struct TableInner {
@@ -63,7 +73,12 @@ pub(crate) enum Seeding {
 /// 3. a tile takes part in at most one pending residency request; element access to it waits
 ///    for nothing and fails with a Runtime error while the request is pending;
 /// 4. residency changes never write through the TiledEvictable handle, so its version never
-///    moves with them.
+///    moves with them;
+/// 5. a pinned tile (read or written by a running operation or element access) is never
+///    moved: a request waits for its pins before it reserves anything, and an operation
+///    waits for pending requests before it pins, so neither holds what the other waits for;
+/// 6. the table's lock is never held while a tier (or a tile carrier) is accessed, so a tier
+///    that calls back into this carrier's residency cannot deadlock on it.
 pub(crate) struct TileTable {
     grid: TileGrid,
     dtype: DType,
@@ -71,6 +86,8 @@ pub(crate) struct TileTable {
     secondary: OwnershipToken,
     policy: Option<Arc<dyn ResidencyPolicy>>,
     inner: Mutex<TableInner>,
+    /// Notified whenever pins are released or a request is published or finished.
+    changed: Condvar,
 }
 
 /// Which way a residency request moves tiles.
@@ -130,6 +147,7 @@ impl TileTable {
                 released: false,
                 next_request: 0,
             }),
+            changed: Condvar::new(),
         }
     }
 
@@ -151,6 +169,92 @@ impl TileTable {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, TableInner> {
         self.inner.lock()
+    }
+
+    /// Wakes every thread waiting for pins to go or requests to finish.
+    pub(crate) fn notify(&self) {
+        self.changed.notify_all();
+    }
+
+    /// Pins tile `tile` for one element access by the current thread (see invariant 5).
+    fn pin_element(&self, inner: &mut TableInner, tile: usize) -> ElementPin<'_> {
+        let id = next_pin();
+        inner.tiles[tile].pins.push(id);
+        ElementPin {
+            table: self,
+            id,
+            tile,
+        }
+    }
+
+    /// Releases the pin `id` of `tiles` and wakes the waiting requests.
+    pub(crate) fn unpin(&self, id: u64, tiles: &[usize]) {
+        let mut inner = self.lock();
+        for &tile in tiles {
+            let pins = &mut inner.tiles[tile].pins;
+            if let Some(at) = pins.iter().position(|&p| p == id) {
+                pins.swap_remove(at);
+            }
+        }
+        drop(inner);
+        self.notify();
+    }
+
+    /// Pins every tile for a running operation and snapshots where each valid copy is,
+    /// once no tile is in a pending residency request (a pending request is waited for, with
+    /// no lock held). Runtime naming `action()` for a released carrier or an invalid tile.
+    pub(crate) fn pin_all(
+        self: &Arc<Self>,
+        action: &dyn Fn() -> String,
+    ) -> Result<(TilePins, Vec<TileSnapshot>)> {
+        let mut inner = self.lock();
+        loop {
+            if inner.released {
+                return Err(Error::Runtime(format!(
+                    "{}: the TiledEvictable carrier is released",
+                    action()
+                )));
+            }
+            if let Some(id) = inner.tiles.iter().find_map(|t| t.pending) {
+                let requests: Vec<Arc<ResidencyRequest>> = inner
+                    .pending
+                    .iter()
+                    .filter(|r| r.id() == id)
+                    .cloned()
+                    .collect();
+                if requests.is_empty() {
+                    // The request is still starting its transfers: it publishes itself soon.
+                    self.changed.wait_for(&mut inner, Duration::from_millis(1));
+                    continue;
+                }
+                drop(inner);
+                for request in requests {
+                    request.finish_with(None);
+                }
+                inner = self.lock();
+                continue;
+            }
+            if let Some(tile) = inner
+                .tiles
+                .iter()
+                .position(|t| t.location == TileLocation::Invalid)
+            {
+                return Err(Error::Runtime(format!(
+                    "{}: tile {} is invalid (it has no valid copy to compute with)",
+                    action(),
+                    show(&self.grid.tile_coord(tile))
+                )));
+            }
+            let id = next_pin();
+            let mut snapshot = Vec::with_capacity(inner.tiles.len());
+            for entry in inner.tiles.iter_mut() {
+                entry.pins.push(id);
+                snapshot.push((entry.location, entry.copy.clone()));
+            }
+            let tiles = (0..snapshot.len()).collect();
+            drop(inner);
+            return Ok((TilePins::new(Arc::clone(self), id, tiles), snapshot));
+        }
     }
 
     /// The table locked, once tile `tile` has no pending request (a request whose transfers
@@ -197,14 +301,18 @@ impl TileTable {
     /// tile); Runtime for an invalid or pending tile.
     pub(crate) fn read(&self, slot: usize) -> Result<Value> {
         let (tile, local) = self.grid.split(slot);
-        let inner = self.settled(tile, "read")?;
+        let mut inner = self.settled(tile, "read")?;
         let entry = &inner.tiles[tile];
-        match (entry.location, &entry.copy) {
-            (TileLocation::Implicit, _) => self.zero(),
-            (TileLocation::Primary, Some(copy)) => copy.read(&self.primary, slot, local),
-            (TileLocation::Secondary, Some(copy)) => copy.read(&self.secondary, slot, local),
-            _ => Err(self.invalid("read", slot, tile)),
-        }
+        let (tier, copy) = match (entry.location, &entry.copy) {
+            (TileLocation::Implicit, _) => return self.zero(),
+            (TileLocation::Primary, Some(copy)) => (Tier::Primary, copy.clone()),
+            (TileLocation::Secondary, Some(copy)) => (Tier::Secondary, copy.clone()),
+            _ => return Err(self.invalid("read", slot, tile)),
+        };
+        // Read the copy with no lock held; the pin keeps it in place meanwhile.
+        let _pin = self.pin_element(&mut inner, tile);
+        drop(inner);
+        copy.read(self.token(tier), slot, local)
     }
 
     /// Writes `value` at the logical `slot` of its tile's valid copy and marks the tile dirty.
@@ -214,37 +322,61 @@ impl TileTable {
     /// factory. Runtime for an invalid or pending tile.
     pub(crate) fn write(&self, slot: usize, value: Value) -> Result<()> {
         let (tile, local) = self.grid.split(slot);
-        let mut inner = self.settled(tile, "write")?;
-        let entry = &mut inner.tiles[tile];
-        match (entry.location, &entry.copy) {
-            (TileLocation::Implicit, _) => {
-                let zero = self.zero()?;
-                let negative_zero =
-                    matches!(value, Value::Float(x) if x == 0.0 && x.is_sign_negative());
-                if value == zero && !negative_zero {
-                    return Ok(());
+        loop {
+            let mut inner = self.settled(tile, "write")?;
+            let entry = &inner.tiles[tile];
+            let (tier, copy) = match (entry.location, &entry.copy) {
+                (TileLocation::Implicit, _) => {
+                    let zero = self.zero()?;
+                    let negative_zero =
+                        matches!(value, Value::Float(x) if x == 0.0 && x.is_sign_negative());
+                    if value == zero && !negative_zero {
+                        return Ok(());
+                    }
+                    drop(inner);
+                    if self.materialize_with(tile, local, value)? {
+                        return Ok(());
+                    }
+                    // Another writer materialized the tile first: write into its copy.
+                    continue;
                 }
-                let fresh = self.primary.carrier().allocate_like(
-                    self.grid.tile_size(),
-                    true,
-                    None,
-                    false,
-                )?;
-                if let Err(error) = fresh.set(local, value) {
-                    let _ = fresh.release();
-                    return Err(error);
-                }
-                entry.location = TileLocation::Primary;
-                entry.copy = Some(TileCopy::Own(fresh));
-            }
-            (TileLocation::Primary, Some(copy)) => copy.write(&self.primary, slot, local, value)?,
-            (TileLocation::Secondary, Some(copy)) => {
-                copy.write(&self.secondary, slot, local, value)?
-            }
-            _ => return Err(self.invalid("write", slot, tile)),
+                (TileLocation::Primary, Some(copy)) => (Tier::Primary, copy.clone()),
+                (TileLocation::Secondary, Some(copy)) => (Tier::Secondary, copy.clone()),
+                _ => return Err(self.invalid("write", slot, tile)),
+            };
+            // Write the copy with no lock held; the pin keeps it in place meanwhile.
+            let pin = self.pin_element(&mut inner, tile);
+            drop(inner);
+            copy.write(self.token(tier), slot, local, value)?;
+            self.lock().tiles[tile].dirty = true;
+            drop(pin);
+            return Ok(());
         }
+    }
+
+    /// Gives the implicit `tile` a zeroed copy of the primary tier's factory holding `value`
+    /// at `local`, made with no lock held; `false` (the fresh copy released) when the tile
+    /// stopped being implicit meanwhile.
+    fn materialize_with(&self, tile: usize, local: usize, value: Value) -> Result<bool> {
+        let fresh =
+            self.primary
+                .carrier()
+                .allocate_like(self.grid.tile_size(), true, None, false)?;
+        if let Err(error) = fresh.set(local, value) {
+            let _ = fresh.release();
+            return Err(error);
+        }
+        let mut inner = self.lock();
+        let entry = &mut inner.tiles[tile];
+        if entry.location != TileLocation::Implicit || entry.pending.is_some() {
+            drop(inner);
+            let _ = fresh.release();
+            return Ok(false);
+        }
+        entry.location = TileLocation::Primary;
+        entry.copy = Some(TileCopy::Own(fresh));
         entry.dirty = true;
-        Ok(())
+        Ok(true)
     }
 
     /// Releases every tile copy and both tiers (inside the owner's access), and gives up the
@@ -269,13 +401,22 @@ impl TileTable {
                 show(&self.grid.tile_coord(tile))
             )));
         }
+        if let Some(tile) = inner.tiles.iter().position(|t| !t.pins.is_empty()) {
+            return Err(Error::Runtime(format!(
+                "cannot release the TiledEvictable: tile {} is pinned by a running operation",
+                show(&self.grid.tile_coord(tile))
+            )));
+        }
         inner.released = true;
+        let mut copies = Vec::new();
         for entry in &mut inner.tiles {
-            if let Some(copy) = entry.copy.take() {
-                copy.discard();
-            }
+            copies.extend(entry.copy.take());
             entry.location = TileLocation::Invalid;
             entry.dirty = false;
+        }
+        drop(inner);
+        for copy in copies {
+            copy.discard();
         }
         let mut outcome = Ok(());
         for token in [&self.secondary, &self.primary] {
@@ -387,77 +528,107 @@ impl TileTable {
         for &tile in tiles {
             inner.tiles[tile].pending = None;
         }
+        drop(inner);
+        self.notify();
     }
 
-    /// Starts moving `tiles` in `direction` (see `TiledEvictable::promote_async`).
+    /// Starts moving `tiles` in `direction` (see `TiledEvictable::promote_async`); a moving
+    /// tile that is pinned is waited for or refused as `when` says.
     pub(crate) fn request(
         self: &Arc<Self>,
         tiles: &TileSet,
         direction: Direction,
+        when: WhenPinned,
     ) -> Result<AwaitResidency> {
         let verb = direction.verb();
         let indices = self.indices(tiles)?;
-        let mut inner = self.lock();
-        // A pending request whose transfers have finished is committed before the clash check.
-        let overlapping: Vec<Arc<ResidencyRequest>> = inner
-            .pending
-            .iter()
-            .filter(|r| r.overlaps(&indices))
-            .cloned()
-            .collect();
-        if !overlapping.is_empty() {
-            drop(inner);
-            for request in &overlapping {
-                request.poll();
-            }
-            inner = self.lock();
-        }
-        if inner.released {
-            return Err(Error::Runtime(format!(
-                "cannot {verb} tiles of a released TiledEvictable"
-            )));
-        }
-        if let Some(&tile) = indices.iter().find(|&&t| inner.tiles[t].pending.is_some()) {
-            return Err(Error::Runtime(format!(
-                "cannot {verb} tiles {tiles:?}: tile {} clashes with a pending residency \
-                 request; wait for it first",
-                show(&self.grid.tile_coord(tile))
-            )));
-        }
-        if let Some(&tile) = indices
-            .iter()
-            .find(|&&t| inner.tiles[t].location == TileLocation::Invalid)
-        {
-            return Err(Error::Runtime(format!(
-                "cannot {verb} tile {}: it is invalid (it has no valid copy to move)",
-                show(&self.grid.tile_coord(tile))
-            )));
-        }
-        // Promoting an implicit tile materializes it: a zeroed copy on the primary tier.
-        let implicit: Vec<usize> = match direction {
-            Direction::Promote => indices
-                .iter()
-                .copied()
-                .filter(|&t| inner.tiles[t].location == TileLocation::Implicit)
-                .collect(),
-            Direction::Evict => Vec::new(),
-        };
         let (from, to) = direction.tiers();
-        let mut sources = Vec::new();
-        for &tile in &indices {
-            let entry = &inner.tiles[tile];
-            if entry.location != from.location() {
-                continue;
+        let mut inner = self.lock();
+        let (implicit, sources) = loop {
+            // A pending request whose transfers have finished is committed before the clash
+            // check.
+            let overlapping: Vec<Arc<ResidencyRequest>> = inner
+                .pending
+                .iter()
+                .filter(|r| r.overlaps(&indices))
+                .cloned()
+                .collect();
+            if !overlapping.is_empty() {
+                drop(inner);
+                for request in &overlapping {
+                    request.poll();
+                }
+                inner = self.lock();
             }
-            let copy = entry.copy.clone().ok_or_else(|| {
-                Error::Runtime(format!(
-                    "tile {} is {} but has no copy there",
-                    show(&self.grid.tile_coord(tile)),
-                    from.name()
-                ))
-            })?;
-            sources.push((tile, copy));
-        }
+            if inner.released {
+                return Err(Error::Runtime(format!(
+                    "cannot {verb} tiles of a released TiledEvictable"
+                )));
+            }
+            if let Some(&tile) = indices.iter().find(|&&t| inner.tiles[t].pending.is_some()) {
+                return Err(Error::Runtime(format!(
+                    "cannot {verb} tiles {tiles:?}: tile {} clashes with a pending residency \
+                     request; wait for it first",
+                    show(&self.grid.tile_coord(tile))
+                )));
+            }
+            if let Some(&tile) = indices
+                .iter()
+                .find(|&&t| inner.tiles[t].location == TileLocation::Invalid)
+            {
+                return Err(Error::Runtime(format!(
+                    "cannot {verb} tile {}: it is invalid (it has no valid copy to move)",
+                    show(&self.grid.tile_coord(tile))
+                )));
+            }
+            // Promoting an implicit tile materializes it: a zeroed copy on the primary tier.
+            let implicit: Vec<usize> = match direction {
+                Direction::Promote => indices
+                    .iter()
+                    .copied()
+                    .filter(|&t| inner.tiles[t].location == TileLocation::Implicit)
+                    .collect(),
+                Direction::Evict => Vec::new(),
+            };
+            let mut sources = Vec::new();
+            for &tile in &indices {
+                let entry = &inner.tiles[tile];
+                if entry.location != from.location() {
+                    continue;
+                }
+                let copy = entry.copy.clone().ok_or_else(|| {
+                    Error::Runtime(format!(
+                        "tile {} is {} but has no copy there",
+                        show(&self.grid.tile_coord(tile)),
+                        from.name()
+                    ))
+                })?;
+                sources.push((tile, copy));
+            }
+            // A pinned tile's copy is in use: wait for its pins (nothing is reserved yet),
+            // unless told not to or the pin is this thread's own work.
+            let Some(&(tile, _)) = sources
+                .iter()
+                .find(|(tile, _)| !inner.tiles[*tile].pins.is_empty())
+            else {
+                break (implicit, sources);
+            };
+            let ours = inner.tiles[tile].pins.iter().any(|&pin| held_here(pin));
+            if when == WhenPinned::Fail || ours {
+                let why = if when == WhenPinned::Fail {
+                    "by a running operation, and the request was asked not to wait \
+                     (WhenPinned::Fail)"
+                } else {
+                    "by the work running on this thread, which a request from inside it \
+                     cannot wait for"
+                };
+                return Err(Error::Runtime(format!(
+                    "cannot {verb} tile {}: it is pinned {why}",
+                    show(&self.grid.tile_coord(tile))
+                )));
+            }
+            self.changed.wait(&mut inner);
+        };
         // Reserve the moving tiles — from now on any other request on them clashes — and
         // start their transfers with no lock held (the tiers' factories and movement may run
         // provider callbacks).
@@ -499,7 +670,21 @@ impl TileTable {
             return Ok(AwaitResidency::new(request));
         }
         self.lock().pending.push(Arc::clone(&request));
+        self.notify();
         request.poll();
         Ok(AwaitResidency::new(request))
+    }
+}
+
+/// The pin of one tile for one element access, released when dropped.
+struct ElementPin<'a> {
+    table: &'a TileTable,
+    id: u64,
+    tile: usize,
+}
+
+impl Drop for ElementPin<'_> {
+    fn drop(&mut self) {
+        self.table.unpin(self.id, &[self.tile]);
     }
 }

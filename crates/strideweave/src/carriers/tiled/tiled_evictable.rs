@@ -12,7 +12,7 @@ use crate::carriers::tiled::tiled_definition::tiled_evictable_class;
 use crate::carriers::tiled::tiled_state::TiledState;
 use crate::carriers::tiled::{
     AwaitResidency, ResidencyPlan, ResidencyPolicy, ResidencyPurpose, TileLocation, TileResidency,
-    TileSet, TileState,
+    TileSet, TileState, WhenPinned,
 };
 use crate::error::{Error, Result};
 use crate::CarrierClass;
@@ -218,6 +218,36 @@ impl TiledEvictable {
     /// it is; the primary copy is dropped; an evicted tile is clean).
     pub fn evict_async(carrier: &Carrier, tiles: &TileSet) -> Result<AwaitResidency> {
         TiledEvictable::residency(carrier)?.evict_async(carrier, tiles)
+    }
+
+    /// [`promote_async`](TiledEvictable::promote_async), doing `when` about a pinned tile:
+    /// wait for its pins ([`WhenPinned::Wait`], what `promote_async` does) or fail at once
+    /// with a Runtime error naming it ([`WhenPinned::Fail`]). A tile is pinned while a running
+    /// tiled operation (or one element access) reads or writes it; a request from inside that
+    /// work — a policy's progress hook, a tier calling back — fails rather than wait for
+    /// itself.
+    pub fn promote_async_with(
+        carrier: &Carrier,
+        tiles: &TileSet,
+        when: WhenPinned,
+    ) -> Result<AwaitResidency> {
+        TiledEvictable::residency(carrier)?.promote_async_with(carrier, tiles, when)
+    }
+
+    /// [`evict_async`](TiledEvictable::evict_async), doing `when` about a pinned tile (see
+    /// [`promote_async_with`](TiledEvictable::promote_async_with)).
+    pub fn evict_async_with(
+        carrier: &Carrier,
+        tiles: &TileSet,
+        when: WhenPinned,
+    ) -> Result<AwaitResidency> {
+        TiledEvictable::residency(carrier)?.evict_async_with(carrier, tiles, when)
+    }
+
+    /// The tiles pinned now by running operations or element accesses (their copies cannot
+    /// move until the pins are released).
+    pub fn pinned_tiles(carrier: &Carrier) -> Result<TileSet> {
+        TiledEvictable::residency(carrier)?.pinned_tiles(carrier)
     }
 
     /// [`promote_async`](TiledEvictable::promote_async)`(carrier, tiles)?.wait()`.

@@ -9,6 +9,7 @@ use crate::carrier::Carrier;
 use crate::carriers::tiled::tile_copy::{Tier, TileCopy};
 use crate::carriers::tiled::tile_footprint::TileFootprint;
 use crate::carriers::tiled::tile_grid::{decode, encode, show, TileGrid};
+use crate::carriers::tiled::tile_pins::TilePins;
 use crate::carriers::tiled::tile_table::TileTable;
 use crate::carriers::tiled::{TileLocation, TileResidency};
 use crate::error::{Error, Result};
@@ -62,23 +63,28 @@ pub(crate) enum TileSource {
 /// One raw TiledEvictable tensor operand of a tiled operation: its tensor, geometry, tiers
 /// and a snapshot of where each tile's valid copy was when the operation was prepared.
 ///
-/// Invariants: every tile was valid and not in a pending residency request at the snapshot;
-/// the tensor is tile-footprint compatible (docs/tiers.md, Tile-footprint compatibility).
+/// Invariants: every tile was valid and not in a pending residency request at the snapshot,
+/// and every tile stays pinned — no residency request moves it — until the operand is
+/// dropped, so the snapshotted copies stay the tiles' valid copies; the tensor is
+/// tile-footprint compatible (docs/tiers.md, Tile-footprint compatibility).
 pub(crate) struct TiledOperand {
     tensor: Tensor,
     table: Arc<TileTable>,
     grid: TileGrid,
     placement: Placement,
     tiles: Vec<(TileLocation, Option<TileCopy>)>,
+    /// Every tile is pinned while the operand lives (docs/tiers.md, Pinned tiles).
+    _pins: TilePins,
 }
 
 impl TiledOperand {
     /// Checks operand `position` of `operation` and snapshots its tiles; nothing changes on
     /// any error.
     ///
-    /// Errors: not a TiledEvictable tensor (Type); a released carrier (Runtime); a tensor that
-    /// is not tile-footprint compatible (Value); a tile that is invalid or in a pending
-    /// residency request (Runtime, naming the tile).
+    /// A pending residency request on its tiles is waited for first; then every tile is
+    /// pinned. Errors: not a TiledEvictable tensor (Type); a released carrier (Runtime); a
+    /// tensor that is not tile-footprint compatible (Value); an invalid tile (Runtime, naming
+    /// the tile).
     pub(crate) fn new(tensor: &Tensor, operation: &str, position: usize) -> Result<TiledOperand> {
         let carrier = tensor.carrier();
         let table = TileResidency::table(carrier)?;
@@ -99,38 +105,14 @@ impl TiledOperand {
             TileFootprint::check(tensor, &grid, &action)?;
             Placement::Permuted
         };
-        let inner = table.lock();
-        if inner.released {
-            return Err(Error::Runtime(format!(
-                "'{operation}' operand {position}: the TiledEvictable carrier is released"
-            )));
-        }
-        let mut tiles = Vec::with_capacity(inner.tiles.len());
-        for (index, entry) in inner.tiles.iter().enumerate() {
-            let coord = || show(&grid.tile_coord(index));
-            if entry.pending.is_some() {
-                return Err(Error::Runtime(format!(
-                    "'{operation}' operand {position}: tile {} is in a pending residency \
-                     request; wait for it first",
-                    coord()
-                )));
-            }
-            if entry.location == TileLocation::Invalid {
-                return Err(Error::Runtime(format!(
-                    "'{operation}' operand {position}: tile {} is invalid (it has no valid \
-                     copy to compute with)",
-                    coord()
-                )));
-            }
-            tiles.push((entry.location, entry.copy.clone()));
-        }
-        drop(inner);
+        let (pins, tiles) = table.pin_all(&|| format!("'{operation}' operand {position}"))?;
         Ok(TiledOperand {
             tensor: tensor.clone(),
             table,
             grid,
             placement,
             tiles,
+            _pins: pins,
         })
     }
 
