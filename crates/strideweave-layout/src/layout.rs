@@ -34,6 +34,14 @@ pub struct Layout {
     stride: Stride,
     /// `(extent, stride)` per leaf, side by side for the evaluation loops.
     leaves: Small<Leaf, 4>,
+    /// The number of indices, kept because the hot paths of the runtime ask on every call.
+    size: usize,
+    /// One more than the largest index (saturating: a validated layout never reaches it).
+    cosize: usize,
+    /// Whether every leaf's stride is the product of the extents before it.
+    column_major: bool,
+    /// Whether every top-level mode is a leaf.
+    flat: bool,
 }
 
 /// Equality on the tree and the `(extent, stride)` leaves: together they determine the shape
@@ -90,16 +98,27 @@ impl Layout {
 
     /// Pairs a shape and a stride already known to share a tree and fit in `i64`.
     fn assemble(shape: Shape, stride: Stride) -> Layout {
-        let leaves = shape
+        let leaves: Small<Leaf, 4> = shape
             .leaves()
             .iter()
             .copied()
             .zip(stride.leaves().iter().copied())
             .collect();
+        let (mut size, mut cosize, mut column_major) = (1usize, 1usize, true);
+        for &(extent, stride) in leaves.iter() {
+            column_major &= stride == size;
+            size = size.saturating_mul(extent);
+            cosize = cosize.saturating_add(stride.saturating_mul(extent - 1));
+        }
+        let flat = shape.profile().is_flat();
         Layout {
             shape,
             stride,
             leaves,
+            size,
+            cosize,
+            column_major,
+            flat,
         }
     }
 
@@ -177,7 +196,11 @@ impl Layout {
 
     /// The number of top-level modes.
     pub fn rank(&self) -> usize {
-        self.shape.rank()
+        if self.flat {
+            self.leaves.len()
+        } else {
+            self.shape.rank()
+        }
     }
 
     /// The nesting depth (1 when flat).
@@ -188,13 +211,13 @@ impl Layout {
     /// The number of coordinates: the product of the extents.
     #[inline]
     pub fn size(&self) -> usize {
-        self.shape.size()
+        self.size
     }
 
     /// One more than the largest index: `1 + Σ stride·(extent−1)`; 1 for rank 0.
     #[inline]
     pub fn cosize(&self) -> usize {
-        self.leaf_pairs().map(|(e, s)| s * (e - 1)).sum::<usize>() + 1
+        self.cosize
     }
 
     fn checked_cosize(&self) -> Result<usize> {
@@ -222,16 +245,20 @@ impl Layout {
     /// is the product of the extents before it, so ordinal `i` lands on index `i`.
     #[inline]
     pub fn is_column_major(&self) -> bool {
-        let mut running = 1usize;
-        self.leaf_pairs().all(|(extent, stride)| {
-            let canonical = stride == running;
-            running = running.saturating_mul(extent);
-            canonical
-        })
+        self.column_major
     }
 
     /// Top-level mode `k` as a layout of its own.
     pub fn mode(&self, k: usize) -> Result<Layout> {
+        if self.flat && k < self.leaves.len() {
+            return Ok(Layout::assemble(
+                self.shape.mode(k)?,
+                Stride::from_parts(
+                    Profile::flat(1),
+                    Small::from_slice(&self.stride.leaves()[k..k + 1]),
+                )?,
+            ));
+        }
         let this = brief(self);
         let spans = self.profile().modes();
         let Some(span) = spans.get(k) else {
@@ -244,6 +271,18 @@ impl Layout {
                 Small::from_slice(&self.stride.leaves()[span.leaves.clone()]),
             )?,
         ))
+    }
+
+    /// The `(extent, stride)` leaves of top-level mode `k`, depth first, or `None` past the
+    /// rank: a view into this layout, where [`mode`](Self::mode) builds a layout of its own.
+    #[inline]
+    pub fn mode_leaves(&self, k: usize) -> Option<&[(usize, usize)]> {
+        if self.flat {
+            return self.leaves.get(k..k + 1);
+        }
+        let spans = self.profile().modes();
+        let span = spans.get(k)?;
+        self.leaves.get(span.leaves.clone())
     }
 
     /// Every top-level mode as a layout of its own.

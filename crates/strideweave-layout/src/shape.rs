@@ -142,6 +142,14 @@ impl Shape {
     /// Top-level mode `k` as a shape of its own (a leaf becomes a rank-1 shape, a tuple
     /// yields its children as modes).
     pub fn mode(&self, k: usize) -> Result<Shape> {
+        if self.profile.is_flat() {
+            if let Some(&extent) = self.extents.get(k) {
+                return Ok(Shape {
+                    profile: Profile::flat(1),
+                    extents: Small::from_slice(&[extent]),
+                });
+            }
+        }
         let this = brief(self);
         let modes = self.profile.modes();
         let Some(span) = modes.get(k) else {

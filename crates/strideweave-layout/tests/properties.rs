@@ -110,6 +110,27 @@ proptest! {
     }
 
     #[test]
+    fn cached_measures_and_mode_leaves_agree_with_their_definitions(layout in some_layout()) {
+        let leaves: Vec<(usize, usize)> = layout.leaf_pairs().collect();
+        let size: usize = leaves.iter().map(|l| l.0).product();
+        let cosize = 1 + leaves.iter().map(|&(e, s)| s * (e - 1)).sum::<usize>();
+        prop_assert_eq!(layout.size(), size);
+        prop_assert_eq!(layout.cosize(), cosize);
+        prop_assert_eq!(layout.is_column_major(), layout == Layout::column_major(layout.shape().clone()));
+        prop_assert_eq!(layout.rank(), layout.shape().rank());
+        let modes = layout.modes();
+        prop_assert_eq!(modes.len(), layout.rank());
+        for (k, expected) in modes.iter().enumerate() {
+            prop_assert_eq!(&layout.mode(k).unwrap(), expected);
+            prop_assert_eq!(layout.mode(k).unwrap().to_string(), expected.to_string());
+            prop_assert_eq!(&layout.shape().mode(k).unwrap(), expected.shape());
+            let mode: Vec<(usize, usize)> = layout.mode(k).unwrap().leaf_pairs().collect();
+            prop_assert_eq!(layout.mode_leaves(k).unwrap(), mode.as_slice());
+        }
+        prop_assert!(layout.mode_leaves(layout.rank()).is_none());
+    }
+
+    #[test]
     fn indices_step_through_index_of_in_ordinal_order(layout in some_layout()) {
         let stepped: Vec<usize> = layout.indices().collect();
         let decoded: Vec<usize> = (0..layout.size()).map(|i| layout.index_of(i).unwrap()).collect();

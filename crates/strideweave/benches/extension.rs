@@ -4,10 +4,9 @@
 //! optimized pattern runs it synchronously, against the same op on the CPU carrier
 //! (target ≤ 1.5×).
 //!
-//! Each carrier is measured twice: through `ops::neg` (on CPU this takes the direct path of
-//! tiny Float32 ops, which skips binding, planning, the gate and validation) and through
-//! `operation::call("neg")` (the general pipeline on both, so the difference is the cost of
-//! the definition-backed execution alone).
+//! Each carrier is measured twice: through `ops::neg` and through `operation::call("neg")`.
+//! Both take the one pipeline on both carriers, so the difference between the carriers is
+//! the cost of the definition-backed execution alone.
 
 #[path = "../examples/device_carrier/mod.rs"]
 mod device_carrier;

@@ -2,10 +2,8 @@
 //!
 //! Each function calls its built-in definition (looked up once per process, not per call)
 //! through the same binding, planning, capability gate, dispatch and publication check as
-//! [`operation::call`](crate::operation::call), and returns the single result. The Float32
-//! elementwise functions first try the direct path for tiny CPU operands of one canonical
-//! layout (at most 256 elements, nothing to record), which computes the identical result
-//! without the pipeline's fixed cost and otherwise defers to it.
+//! [`operation::call`](crate::operation::call), and returns the single result: there is one
+//! pipeline, for every carrier and every size.
 //!
 //! ```
 //! use strideweave::carriers::Cpu;
@@ -21,7 +19,6 @@ use std::sync::LazyLock;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::cpu::direct;
 use crate::operation::{
     operation_definition, Builtin, Operand, OperandList, OperationDefinition, OptionValue,
 };
@@ -46,88 +43,75 @@ fn run(builtin: Builtin, operands: OperandList, options: &[(&str, OptionValue)])
             )))
         }
     };
-    let mut results = definition.call_list(operands, options)?;
-    results
-        .pop()
-        .ok_or_else(|| Error::ProviderContract(format!("'{builtin}' returned no result")))
+    definition
+        .call_list(operands, options)?
+        .into_single(builtin.name())
 }
 
 macro_rules! unary {
-    ($($(#[$doc:meta])* $name:ident ($variant:ident) $(=> $direct:expr)?;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident ($variant:ident);)*) => {$(
         $(#[$doc])*
         pub fn $name(x: &Tensor) -> Result<Tensor> {
-            $(if let Some(result) = direct::unary(x, $direct) {
-                return Ok(result);
-            })?
-            run(Builtin::$variant, OperandList::One([Operand::Tensor(x.clone())]), &[])
+            run(Builtin::$variant, OperandList::one(Operand::Tensor(x.clone())), &[])
         }
     )*};
 }
 
 macro_rules! binary {
-    ($($(#[$doc:meta])* $name:ident ($variant:ident) => $direct:expr;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident ($variant:ident);)*) => {$(
         $(#[$doc])*
         pub fn $name(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
-            if let Some(result) = direct::binary(lhs, rhs, $direct) {
-                return Ok(result);
-            }
-            run(Builtin::$variant, OperandList::Two([Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())]), &[])
+            run(Builtin::$variant, OperandList::two(Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())), &[])
         }
     )*};
 }
 
 macro_rules! tensor_and_operand {
-    ($($(#[$doc:meta])* $name:ident ($variant:ident) $(=> $direct:expr)?;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident ($variant:ident);)*) => {$(
         $(#[$doc])*
         pub fn $name(lhs: &Tensor, rhs: impl Into<Operand>) -> Result<Tensor> {
-            let rhs = rhs.into();
-            $(if let Operand::Tensor(rhs) = &rhs {
-                if let Some(result) = direct::binary(lhs, rhs, $direct) {
-                    return Ok(result);
-                }
-            })?
-            run(Builtin::$variant, OperandList::Two([Operand::Tensor(lhs.clone()), rhs]), &[])
+            run(Builtin::$variant, OperandList::two(Operand::Tensor(lhs.clone()), rhs.into()), &[])
         }
     )*};
 }
 
 unary! {
     /// `-x` (Int32 checked).
-    neg(Neg) => direct::neg;
+    neg(Neg);
     /// `|x|` (Int32 checked).
-    abs(Abs) => f32::abs;
+    abs(Abs);
     /// `e^x`, in Float32.
-    exp(Exp) => f32::exp;
+    exp(Exp);
     /// The natural logarithm, in Float32.
-    log(Log) => f32::ln;
+    log(Log);
     /// The square root, in Float32.
-    sqrt(Sqrt) => f32::sqrt;
+    sqrt(Sqrt);
     /// The hyperbolic tangent, in Float32.
-    tanh(Tanh) => f32::tanh;
+    tanh(Tanh);
     /// `1 / (1 + e^-x)`, in Float32.
-    sigmoid(Sigmoid) => direct::sigmoid;
+    sigmoid(Sigmoid);
     /// `max(x, 0)`.
-    relu(Relu) => direct::relu_f32;
+    relu(Relu);
     /// The maximum over mode 1 of a two-mode tensor.
     reduce_max(ReduceMax);
 }
 
 binary! {
     /// `lhs + rhs`, broadcasting extent-1 leaves of the same tree.
-    add(Add) => direct::add;
+    add(Add);
     /// `lhs - rhs`, broadcasting.
-    sub(Sub) => direct::sub;
+    sub(Sub);
     /// `lhs · rhs` elementwise, broadcasting.
-    elementwise_mul(ElementwiseMul) => direct::mul;
+    elementwise_mul(ElementwiseMul);
 }
 
 tensor_and_operand! {
     /// `lhs / rhs` in Float32; `rhs` is a tensor or a scalar.
-    div(Div) => direct::div;
+    div(Div);
     /// The elementwise maximum; `rhs` is a tensor or a scalar.
-    maximum(Maximum) => direct::maximum_f32;
+    maximum(Maximum);
     /// The elementwise minimum; `rhs` is a tensor or a scalar.
-    minimum(Minimum) => direct::minimum_f32;
+    minimum(Minimum);
     /// `lhs == rhs` as Bool; `rhs` is a tensor or a scalar.
     eq(Eq);
     /// `lhs < rhs` as Bool; `rhs` is a tensor or a scalar.
@@ -138,13 +122,7 @@ tensor_and_operand! {
 
 /// `lhs · rhs` where either may be a scalar: tensor×tensor, tensor×scalar or scalar×tensor.
 pub fn mul(lhs: impl Into<Operand>, rhs: impl Into<Operand>) -> Result<Tensor> {
-    let (lhs, rhs) = (lhs.into(), rhs.into());
-    if let (Operand::Tensor(l), Operand::Tensor(r)) = (&lhs, &rhs) {
-        if let Some(result) = direct::binary(l, r, direct::mul) {
-            return Ok(result);
-        }
-    }
-    run(Builtin::Mul, OperandList::Two([lhs, rhs]), &[])
+    run(Builtin::Mul, OperandList::two(lhs.into(), rhs.into()), &[])
 }
 
 /// `cond ? a : b` elementwise: `cond` is a Bool tensor, `a` and `b` are each a tensor or a
@@ -172,7 +150,7 @@ pub fn mul(lhs: impl Into<Operand>, rhs: impl Into<Operand>) -> Result<Tensor> {
 pub fn select(cond: &Tensor, a: impl Into<Operand>, b: impl Into<Operand>) -> Result<Tensor> {
     run(
         Builtin::Select,
-        OperandList::Three([Operand::Tensor(cond.clone()), a.into(), b.into()]),
+        OperandList::three(Operand::Tensor(cond.clone()), a.into(), b.into()),
         &[],
     )
 }
@@ -181,7 +159,7 @@ pub fn select(cond: &Tensor, a: impl Into<Operand>, b: impl Into<Operand>) -> Re
 pub fn reduce_sum(x: &Tensor) -> Result<Tensor> {
     run(
         Builtin::ReduceSum,
-        OperandList::One([Operand::Tensor(x.clone())]),
+        OperandList::one(Operand::Tensor(x.clone())),
         &[],
     )
 }
@@ -191,7 +169,7 @@ pub fn reduce_sum_with(x: &Tensor, accumulator: DType) -> Result<Tensor> {
     let options = [("accumulator_dtype", OptionValue::DType(accumulator))];
     run(
         Builtin::ReduceSum,
-        OperandList::One([Operand::Tensor(x.clone())]),
+        OperandList::one(Operand::Tensor(x.clone())),
         &options,
     )
 }
@@ -201,7 +179,7 @@ pub fn reduce_sum_with(x: &Tensor, accumulator: DType) -> Result<Tensor> {
 pub fn matmul(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
     run(
         Builtin::Matmul,
-        OperandList::Two([Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())]),
+        OperandList::two(Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())),
         &[],
     )
 }
@@ -211,7 +189,7 @@ pub fn matmul_with(lhs: &Tensor, rhs: &Tensor, accumulator: DType) -> Result<Ten
     let options = [("accumulator_dtype", OptionValue::DType(accumulator))];
     run(
         Builtin::Matmul,
-        OperandList::Two([Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())]),
+        OperandList::two(Operand::Tensor(lhs.clone()), Operand::Tensor(rhs.clone())),
         &options,
     )
 }

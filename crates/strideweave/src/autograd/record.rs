@@ -9,13 +9,14 @@ use crate::tensor::Tensor;
 
 /// Whether a call with these operands would record a node now.
 pub(crate) fn would_record(invocation: &ResolvedInvocation) -> bool {
-    is_grad_enabled()
-        && invocation
-            .call()
-            .operands()
-            .iter()
-            .filter_map(Operand::as_tensor)
-            .any(|t| t.is_differentiable() && t.requires_grad())
+    // The operands' flags first: while none is tracked, the thread-local mode is not read.
+    invocation
+        .call()
+        .operands()
+        .iter()
+        .filter_map(Operand::as_tensor)
+        .any(|t| t.requires_grad() && t.is_differentiable())
+        && is_grad_enabled()
 }
 
 /// Attaches a node to the differentiable `outputs` of a validated call when recording is on

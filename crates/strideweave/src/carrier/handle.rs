@@ -104,7 +104,7 @@ impl Carrier {
 
     /// Wraps an already validated erased `body` of the exact `class`, with no check left to
     /// fail: the definition-backed path (`Carrier::create`) and tiny CPU results
-    /// (`Cpu::inline_f32`).
+    /// (`Cpu::inline_f32` and its siblings).
     pub(crate) fn from_erased_body<B: ErasedCarrier + 'static>(
         body: B,
         class: CarrierClass,
@@ -224,8 +224,8 @@ impl Carrier {
     /// (kernels and bulk moves of that class).
     ///
     /// The type test compares the `TypeId` recorded when the body was wrapped, rather than
-    /// asking the body through its vtable: on the direct path of tiny operations that call
-    /// (whose 16-byte result comes back through memory) cost more than the arithmetic.
+    /// asking the body through its vtable: for a tiny operation that call (whose 16-byte
+    /// result comes back through memory) costs more than the arithmetic.
     #[inline]
     pub fn downcast_ref<T: DefinitionFreeCarrier>(&self) -> Option<&T> {
         if self.inner.body_type != TypeId::of::<T>() {

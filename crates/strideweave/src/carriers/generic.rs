@@ -104,12 +104,13 @@ impl DefinitionFreeCarrier for Generic {
         Ok(Generic::holding(values))
     }
 
-    /// A fresh [`Operation`] running the reference kernel of the built-in `name`
-    /// (docs/kernel-semantics.md); NotImplemented for any other name.
+    /// The reference kernels (docs/kernel-semantics.md) of every built-in.
     fn builtin_kernel(&self) -> Option<BuiltinKernel> {
         Some(crate::kernels::reference::execute)
     }
 
+    /// A fresh [`Operation`] running the reference kernel of the built-in `name`;
+    /// NotImplemented for any other name.
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
         let Some(builtin) = Builtin::from_name(name) else {
             return Err(Error::NotImplemented(format!(
@@ -118,7 +119,7 @@ impl DefinitionFreeCarrier for Generic {
             )));
         };
         Ok(Operation::new(move |invocation| {
-            crate::kernels::reference::execute(builtin, invocation)
+            crate::kernels::reference::execute(builtin, invocation).map(|result| vec![result])
         }))
     }
 }

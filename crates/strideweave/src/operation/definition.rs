@@ -7,9 +7,9 @@ use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 use rustc_hash::FxHashMap;
 
 use crate::error::{quoted, Error, Result};
-use crate::operation::builtin::Builtin;
+use crate::operation::builtin::{Builtin, PlanCache};
 use crate::operation::invocation::{
-    BoundOperationCall, BoundOptions, OperandList, ResolvedInvocation,
+    BoundOperationCall, BoundOption, BoundOptions, OperandList, ResolvedInvocation,
 };
 use crate::operation::schema::{OperandKind, OperationSchema, OptionValue};
 use crate::operation::vjp::Vjp;
@@ -27,8 +27,8 @@ struct Inner {
     schema: OperationSchema,
     /// Every option at its default, bound once: a call passing no options shares it (`None`
     /// when some option is required).
-    default_options: Option<BoundOptions>,
-    resolve: Box<ResolveFn>,
+    default_options: Option<Box<[BoundOption]>>,
+    resolver: Resolver,
     reference: Option<Box<ReferenceFn>>,
     /// The backward rule of a custom operation (built-ins carry theirs in their spec).
     vjp: Option<Vjp>,
@@ -36,29 +36,37 @@ struct Inner {
     builtin: Option<Builtin>,
 }
 
-/// One operation: its name, schema and resolver. Immutable; clones share it and compare by
+/// How a definition resolves its calls.
+enum Resolver {
+    /// A built-in's shape rule and dtype planning, with its plan cache: it takes the bound
+    /// call by value, so resolving moves the operands rather than cloning them.
+    Builtin(Builtin, Box<PlanCache>),
+    /// A custom operation's resolver.
+    Custom(Box<ResolveFn>),
+}
+
+/// One operation: its name, schema and resolver. Immutable; copies share it and compare by
 /// identity.
-#[derive(Clone)]
+///
+/// A definition is registered for the life of the process (names are never freed for
+/// reuse), so it lives in static memory and copying a handle costs no reference count.
+#[derive(Clone, Copy)]
 pub struct OperationDefinition {
-    inner: Arc<Inner>,
+    inner: &'static Inner,
 }
 
 impl OperationDefinition {
-    pub(crate) fn of_builtin(
-        builtin: Builtin,
-        schema: OperationSchema,
-        resolve: Box<ResolveFn>,
-    ) -> Self {
+    pub(crate) fn of_builtin(builtin: Builtin, schema: OperationSchema) -> Self {
         OperationDefinition {
-            inner: Arc::new(Inner {
+            inner: Box::leak(Box::new(Inner {
                 name: builtin.name().into(),
                 default_options: default_options(&schema),
                 schema,
-                resolve,
+                resolver: Resolver::Builtin(builtin, Box::default()),
                 reference: None,
                 vjp: None,
                 builtin: Some(builtin),
-            }),
+            })),
         }
     }
 
@@ -100,7 +108,7 @@ impl OperationDefinition {
 
     /// Whether `self` and `other` are the same definition.
     pub fn same_as(&self, other: &OperationDefinition) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
+        std::ptr::eq(self.inner, other.inner)
     }
 
     /// Binds `operands` (positional) and `options` (by name) against the schema: a Type
@@ -156,9 +164,9 @@ impl OperationDefinition {
         if options.is_empty() {
             if let Some(defaults) = &self.inner.default_options {
                 return Ok(BoundOperationCall::new(
-                    self.clone(),
+                    *self,
                     operands,
-                    Arc::clone(defaults),
+                    BoundOptions::Defaults(defaults),
                 ));
             }
         }
@@ -179,9 +187,9 @@ impl OperationDefinition {
             }
         }
         Ok(BoundOperationCall::new(
-            self.clone(),
+            *self,
             operands,
-            bound.into(),
+            BoundOptions::Given(bound.into()),
         ))
     }
 
@@ -194,7 +202,18 @@ impl OperationDefinition {
                 call.definition().name()
             )));
         }
-        let invocation = (self.inner.resolve)(call)?;
+        self.resolve_owned(call.clone())
+    }
+
+    /// [`resolve`](Self::resolve) of a call this definition bound: a built-in resolves it by
+    /// value (its operands move into the invocation); a custom resolver borrows it.
+    pub(crate) fn resolve_owned(&self, call: BoundOperationCall) -> Result<ResolvedInvocation> {
+        let invocation = match &self.inner.resolver {
+            Resolver::Builtin(builtin, plans) => {
+                return crate::operation::builtin::resolve(*builtin, plans, call)
+            }
+            Resolver::Custom(resolve) => resolve(&call)?,
+        };
         if !invocation.call().definition().same_as(self) {
             return Err(Error::Value(format!(
                 "the resolver of '{}' returned an invocation of '{}'",
@@ -207,7 +226,7 @@ impl OperationDefinition {
 }
 
 /// Every option of `schema` bound to its default, or `None` when one has no default.
-fn default_options(schema: &OperationSchema) -> Option<BoundOptions> {
+fn default_options(schema: &OperationSchema) -> Option<Box<[BoundOption]>> {
     schema
         .options()
         .iter()
@@ -265,24 +284,25 @@ pub fn define_operation(
             "custom operation {name:?} uses the reserved namespace '{first}'"
         )));
     }
-    let definition = OperationDefinition {
-        inner: Arc::new(Inner {
-            name: name.into(),
-            default_options: default_options(&schema),
-            schema,
-            resolve: Box::new(resolve),
-            reference,
-            vjp: Some(vjp),
-            builtin: None,
-        }),
-    };
     let mut registry = REGISTRY.write().unwrap_or_else(PoisonError::into_inner);
     if registry.contains_key(name) {
         return Err(Error::Value(format!(
             "an operation named {name:?} is already defined"
         )));
     }
-    registry.insert(Arc::clone(&definition.inner.name), definition.clone());
+    // Only a definition that is registered is given static storage.
+    let definition = OperationDefinition {
+        inner: Box::leak(Box::new(Inner {
+            name: name.into(),
+            default_options: default_options(&schema),
+            schema,
+            resolver: Resolver::Custom(Box::new(resolve)),
+            reference,
+            vjp: Some(vjp),
+            builtin: None,
+        })),
+    };
+    registry.insert(Arc::clone(&definition.inner.name), definition);
     Ok(definition)
 }
 

@@ -4,7 +4,7 @@
 //! carriers), the first accepting kernel pattern of a kernel-backed definition or the composite
 //! provider of a dependent definition, and validate its results before publishing them.
 
-use crate::carrier::CarrierClass;
+use crate::carrier::{Carrier, CarrierClass};
 use crate::error::{Error, Result};
 use crate::operation::definition::{operation_definition, OperationDefinition};
 use crate::operation::invocation::{OperandList, ResolvedInvocation};
@@ -29,7 +29,48 @@ pub fn call(
     operands: impl IntoIterator<Item = Operand>,
     options: &[(&str, OptionValue)],
 ) -> Result<Vec<Tensor>> {
-    operation_definition(name)?.call(operands.into_iter().collect(), options)
+    let definition = operation_definition(name)?;
+    let operands = OperandList::collect(operands);
+    Ok(definition.call_list(operands, options)?.into_vec())
+}
+
+/// The published results of one call: the single result of a built-in kernel without a
+/// vector around it, or what a provider or dispatched operation returned.
+pub(crate) enum Outputs {
+    /// One result.
+    One([Tensor; 1]),
+    /// Any number of results.
+    Many(Vec<Tensor>),
+}
+
+impl Outputs {
+    /// The results, in order.
+    fn as_slice(&self) -> &[Tensor] {
+        match self {
+            Outputs::One(one) => one,
+            Outputs::Many(many) => many,
+        }
+    }
+
+    /// The results as a vector.
+    pub(crate) fn into_vec(self) -> Vec<Tensor> {
+        match self {
+            Outputs::One([one]) => vec![one],
+            Outputs::Many(many) => many,
+        }
+    }
+
+    /// The only result (validation has checked the count against the definition).
+    pub(crate) fn into_single(self, name: &str) -> Result<Tensor> {
+        match self {
+            Outputs::One([one]) => Ok(one),
+            Outputs::Many(mut many) if many.len() == 1 => Ok(many.remove(0)),
+            Outputs::Many(many) => Err(Error::Value(format!(
+                "'{name}' returned {} results where one was expected",
+                many.len()
+            ))),
+        }
+    }
 }
 
 impl OperationDefinition {
@@ -39,74 +80,102 @@ impl OperationDefinition {
         operands: Vec<Operand>,
         options: &[(&str, OptionValue)],
     ) -> Result<Vec<Tensor>> {
-        self.call_list(operands.into(), options)
+        Ok(self.call_list(operands.into(), options)?.into_vec())
     }
 
-    /// [`call`](Self::call) on operands held inline or in a vector.
+    /// The pipeline of every call on every carrier: bind, let the first tensor's carrier
+    /// decide, resolve, gate, execute, validate, publish.
     pub(crate) fn call_list(
         &self,
         operands: OperandList,
         options: &[(&str, OptionValue)],
-    ) -> Result<Vec<Tensor>> {
+    ) -> Result<Outputs> {
         let bound = self.bind_list(operands, options)?;
-        let name = self.name();
-        let mut tensors = bound.operands().iter().filter_map(Operand::as_tensor);
-        let Some(first) = tensors.next() else {
-            return Err(Error::Type(format!(
-                "'{name}' needs at least one tensor operand"
+        check_one_class(self.name(), bound.operands())?;
+        let invocation = self.resolve_owned(bound)?;
+        let Some(first) = invocation
+            .call()
+            .operands()
+            .iter()
+            .find_map(Operand::as_tensor)
+        else {
+            return Err(Error::Value(format!(
+                "the resolver of '{}' dropped the call's tensor operands",
+                self.name()
             )));
         };
         let carrier = first.carrier();
-        let class = carrier.class();
-        if let Some(other) = tensors.find(|t| t.carrier().class() != class) {
-            return Err(Error::Type(format!(
-                "Tensor backing carriers must match: '{name}' got {class} and {} operands",
-                other.carrier().class()
-            )));
-        }
-        let invocation = self.resolve(&bound)?;
         carrier.check_capability(invocation.plan())?;
         let recording = crate::autograd::would_record(&invocation);
         if recording && invocation.results().iter().any(|r| r.alias_of().is_some()) {
             return Err(Error::Value(format!(
-                "'{name}' returns an operand as its result, which cannot be recorded for gradients; call it under no_grad"
+                "'{}' returns an operand as its result, which cannot be recorded for gradients; call it under no_grad",
+                self.name()
             )));
         }
         let versions = Versions::of(&invocation);
         let scope = ProviderScope::open();
-        let (outputs, result_classes) = if let Some(composite) = carrier.composite_provider() {
-            // A dependent definition: validated result classes, then one prepared submission.
-            let (outputs, classes) = composite.execute(carrier, &invocation)?;
-            (outputs, Some(classes))
-        } else {
-            let outputs = match carrier.kernel_execution_set() {
-                // A kernel-backed definition: its frozen patterns prepare in candidate order.
-                Some(kernels) => kernels.execute(&invocation)?,
-                // A definition-free class: its built-in kernel function, or a fresh operation
-                // from its dispatch hook.
-                None => match (self.builtin(), carrier.builtin_kernel()) {
-                    (Some(builtin), Some(kernel)) => kernel(builtin, &invocation)?,
-                    _ => carrier
-                        .dispatch_operation(self.shared_name())?
-                        .forward(&invocation)?,
-                },
-            };
-            (outputs, None)
-        };
+        let (outputs, result_classes) = self.execute(carrier, &invocation)?;
         validate(
             &invocation,
-            class,
+            carrier.class(),
             result_classes.as_deref(),
-            &outputs,
+            outputs.as_slice(),
             &versions,
             &scope,
         )?;
         drop(scope);
         if recording {
-            crate::autograd::record(&invocation, &outputs)?;
+            crate::autograd::record(&invocation, outputs.as_slice())?;
         }
         Ok(outputs)
     }
+
+    /// Runs `invocation` on the execution authority of `carrier`'s class: the composite
+    /// provider of a dependent definition (which also declares its results' classes), the
+    /// frozen kernel patterns of a kernel-backed definition in candidate order, or a
+    /// definition-free class's built-in kernel function or dispatch hook.
+    fn execute(
+        &self,
+        carrier: &Carrier,
+        invocation: &ResolvedInvocation,
+    ) -> Result<(Outputs, Option<Vec<CarrierClass>>)> {
+        if let Some(composite) = carrier.composite_provider() {
+            let (outputs, classes) = composite.execute(carrier, invocation)?;
+            return Ok((Outputs::Many(outputs), Some(classes)));
+        }
+        let outputs = match carrier.kernel_execution_set() {
+            Some(kernels) => Outputs::Many(kernels.execute(invocation)?),
+            None => match (self.builtin(), carrier.builtin_kernel()) {
+                (Some(builtin), Some(kernel)) => Outputs::One([kernel(builtin, invocation)?]),
+                _ => Outputs::Many(
+                    carrier
+                        .dispatch_operation(self.shared_name())?
+                        .forward(invocation)?,
+                ),
+            },
+        };
+        Ok((outputs, None))
+    }
+}
+
+/// The class check of a call: it needs a tensor operand, and every tensor operand lives on
+/// the first one's exact class (a Type error naming both classes otherwise).
+fn check_one_class(name: &str, operands: &[Operand]) -> Result<()> {
+    let mut tensors = operands.iter().filter_map(Operand::as_tensor);
+    let Some(first) = tensors.next() else {
+        return Err(Error::Type(format!(
+            "'{name}' needs at least one tensor operand"
+        )));
+    };
+    let class = first.carrier().class();
+    if let Some(other) = tensors.find(|t| t.carrier().class() != class) {
+        return Err(Error::Type(format!(
+            "Tensor backing carriers must match: '{name}' got {class} and {} operands",
+            other.carrier().class()
+        )));
+    }
+    Ok(())
 }
 
 /// How many operand versions are kept inline (more spill to the heap).

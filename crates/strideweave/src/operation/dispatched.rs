@@ -14,8 +14,9 @@ type Forward = dyn Fn(&ResolvedInvocation) -> Result<Vec<Tensor>> + Send + Sync;
 /// A definition-free class's built-in kernels as one plain function
 /// ([`DefinitionFreeCarrier::builtin_kernel`](crate::carrier::DefinitionFreeCarrier::builtin_kernel)):
 /// the dispatcher calls it with the built-in's identity and the resolved invocation, and it
-/// returns fresh results exactly as a dispatched [`Operation`] for that built-in would.
-pub type BuiltinKernel = fn(Builtin, &ResolvedInvocation) -> Result<Vec<Tensor>>;
+/// returns the fresh result (every built-in has exactly one) exactly as a dispatched
+/// [`Operation`] for that built-in would.
+pub type BuiltinKernel = fn(Builtin, &ResolvedInvocation) -> Result<Tensor>;
 
 struct State {
     /// Set once, by the framework, when the operation is dispatched.

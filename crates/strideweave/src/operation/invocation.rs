@@ -4,6 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
 use strideweave_layout::{Layout, Shape};
 
 use crate::carrier::Carrier;
@@ -16,51 +17,78 @@ use crate::operation::Operand;
 use crate::tensor::Tensor;
 
 /// The operands of a bound call: inline for the usual one, two or three, so binding a
-/// built-in call allocates nothing for them.
+/// built-in call allocates nothing for them, and reading them is one branch.
 #[derive(Debug, Clone)]
-pub(crate) enum OperandList {
-    /// One operand.
-    One([Operand; 1]),
-    /// Two operands.
-    Two([Operand; 2]),
-    /// Three operands.
-    Three([Operand; 3]),
-    /// Any number, as the caller passed them.
-    Many(Vec<Operand>),
-}
+pub(crate) struct OperandList(SmallVec<[Operand; 3]>);
 
 impl OperandList {
+    /// One operand.
+    pub(crate) fn one(a: Operand) -> OperandList {
+        OperandList(SmallVec::from_buf_and_len([a, UNUSED, UNUSED], 1))
+    }
+
+    /// Two operands.
+    pub(crate) fn two(a: Operand, b: Operand) -> OperandList {
+        OperandList(SmallVec::from_buf_and_len([a, b, UNUSED], 2))
+    }
+
+    /// Three operands.
+    pub(crate) fn three(a: Operand, b: Operand, c: Operand) -> OperandList {
+        OperandList(SmallVec::from_buf([a, b, c]))
+    }
+
+    /// The operands of an iterator, inline when there are at most three.
+    pub(crate) fn collect(operands: impl IntoIterator<Item = Operand>) -> OperandList {
+        OperandList(operands.into_iter().collect())
+    }
+
     /// The operands, in order.
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[Operand] {
+        &self.0
+    }
+}
+
+/// The filler of unused inline places (never read: the length excludes it).
+const UNUSED: Operand = Operand::Scalar(crate::dtype::Value::Bool(false));
+
+impl From<Vec<Operand>> for OperandList {
+    fn from(operands: Vec<Operand>) -> Self {
+        OperandList(SmallVec::from_vec(operands))
+    }
+}
+
+/// One bound option: its name and value.
+pub(crate) type BoundOption = (Arc<str>, OptionValue);
+
+/// The bound options of a call: a definition's defaults are bound once and shared.
+#[derive(Clone)]
+pub(crate) enum BoundOptions {
+    /// Every option at its default: the definition's own list, bound once.
+    Defaults(&'static [BoundOption]),
+    /// Options the caller gave, with defaults filled in.
+    Given(Arc<[BoundOption]>),
+}
+
+impl BoundOptions {
+    /// The bound options, in schema order.
+    fn as_slice(&self) -> &[BoundOption] {
         match self {
-            OperandList::One(operands) => operands,
-            OperandList::Two(operands) => operands,
-            OperandList::Three(operands) => operands,
-            OperandList::Many(operands) => operands,
+            BoundOptions::Defaults(options) => options,
+            BoundOptions::Given(options) => options,
         }
     }
 }
 
-impl From<Vec<Operand>> for OperandList {
-    fn from(operands: Vec<Operand>) -> Self {
-        OperandList::Many(operands)
-    }
-}
-
-/// The bound options of a call, shared: the defaults of a definition are bound once.
-pub(crate) type BoundOptions = Arc<[(Arc<str>, OptionValue)]>;
-
-struct BoundInner {
+/// A call bound against its definition's schema: operands in order and every option (defaults
+/// filled). Built by the framework only. It holds its operands inline (the usual one to three
+/// of a built-in need no allocation of their own), so binding and dispatching a call moves
+/// them rather than sharing them through another allocation.
+#[derive(Clone)]
+pub struct BoundOperationCall {
     definition: OperationDefinition,
     operands: OperandList,
     options: BoundOptions,
-}
-
-/// A call bound against its definition's schema: operands in order and every option (defaults
-/// filled). Built by the framework only; clones share it.
-#[derive(Clone)]
-pub struct BoundOperationCall {
-    inner: Arc<BoundInner>,
 }
 
 impl BoundOperationCall {
@@ -70,22 +98,20 @@ impl BoundOperationCall {
         options: BoundOptions,
     ) -> Self {
         BoundOperationCall {
-            inner: Arc::new(BoundInner {
-                definition,
-                operands,
-                options,
-            }),
+            definition,
+            operands,
+            options,
         }
     }
 
     /// The operation being called.
     pub fn definition(&self) -> &OperationDefinition {
-        &self.inner.definition
+        &self.definition
     }
 
     /// The operands, in schema order.
     pub fn operands(&self) -> &[Operand] {
-        self.inner.operands.as_slice()
+        self.operands.as_slice()
     }
 
     /// Operand `i` as a tensor (a Type error naming the position otherwise).
@@ -96,15 +122,15 @@ impl BoundOperationCall {
             .ok_or_else(|| {
                 Error::Type(format!(
                     "operand {i} of '{}' is not a tensor",
-                    self.inner.definition.name()
+                    self.definition.name()
                 ))
             })
     }
 
     /// The value of option `name` (defaults filled in).
     pub fn option(&self, name: &str) -> Option<OptionValue> {
-        self.inner
-            .options
+        self.options
+            .as_slice()
             .iter()
             .find(|(n, _)| &**n == name)
             .map(|(_, v)| *v)
@@ -114,9 +140,9 @@ impl BoundOperationCall {
 impl fmt::Debug for BoundOperationCall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BoundOperationCall")
-            .field("definition", &self.inner.definition)
+            .field("definition", &self.definition)
             .field("operands", &self.operands())
-            .field("options", &&*self.inner.options)
+            .field("options", &self.options.as_slice())
             .finish()
     }
 }

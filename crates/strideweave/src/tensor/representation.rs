@@ -83,11 +83,11 @@ impl Tensor {
         Ok(Tensor::assemble(carrier, offset, layout, dtype))
     }
 
-    /// The compact tensor of `layout` (column-major, cosize = its size) over a fresh
+    /// The compact tensor of `layout` (a bijection onto its slots) over a fresh
     /// `carrier` that has exactly its slots: a kernel's result, already valid by
     /// construction, so none of [`Tensor::new`]'s checks are repeated.
     pub(crate) fn fresh(carrier: Carrier, layout: Arc<Layout>) -> Tensor {
-        debug_assert!(layout.is_column_major() && layout.cosize() == carrier.size());
+        debug_assert!(layout.cosize() == carrier.size() && layout.cosize() == layout.size());
         let dtype = carrier.dtype();
         Tensor::assemble(carrier, 0, layout, dtype)
     }

@@ -108,6 +108,17 @@ impl InlineSlots {
         }
     }
 
+    /// Stores `bytes` (at most the used bytes) into slots nobody else can see yet, packed
+    /// four to a word: [`fill_fresh`](Self::fill_fresh) for one-byte slots.
+    #[inline]
+    pub(super) fn fill_fresh_bytes(&self, bytes: &[u8]) {
+        for (word, chunk) in self.words[..self.used()].iter().zip(bytes.chunks(4)) {
+            let mut packed = [0u8; 4];
+            packed[..chunk.len()].copy_from_slice(chunk);
+            word.store(u32::from_ne_bytes(packed), Ordering::Relaxed);
+        }
+    }
+
     /// The address of the first byte; `None` when empty or released. Stable once the
     /// carrier body is in place.
     pub(super) fn address(&self) -> Option<usize> {

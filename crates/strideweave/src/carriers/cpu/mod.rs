@@ -37,6 +37,8 @@ use inline_slots::{InlineSlots, INLINE_BYTES};
 
 /// The most Float32 slots a CPU carrier keeps inline.
 pub(crate) const INLINE_F32: usize = inline_slots::WORDS;
+/// The most Bool slots a CPU carrier keeps inline.
+pub(crate) const INLINE_BOOL: usize = INLINE_BYTES;
 
 use crate::carrier::{Carrier, CarrierClass, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, validate_storage_dtype, DType, Value};
@@ -164,38 +166,78 @@ impl Cpu {
     /// ```
     pub fn from_f32(values: &[f32], mutable: bool) -> Result<Carrier> {
         if values.len() <= INLINE_F32 {
-            return Ok(Cpu::small_f32(values, mutable));
+            return Ok(Cpu::inline_f32(values, mutable));
         }
         let cpu = Cpu::allocate(values.len(), Element::of(DType::FLOAT32)?, true)?;
         cpu.with_f32_mut(|slots| slots.copy_from_slice(values))?;
         Cpu::wrap(cpu, DType::FLOAT32, mutable)
     }
 
-    /// A Float32 carrier of at most [`INLINE_F32`] `values`, with its slots inline.
-    fn small_f32(values: &[f32], mutable: bool) -> Carrier {
-        let mut slots = [0.0f32; INLINE_F32];
-        let count = values.len().min(INLINE_F32);
-        slots[..count].copy_from_slice(&values[..count]);
-        Cpu::inline_f32(&slots, count, mutable)
+    /// A Float32 carrier holding at most [`INLINE_F32`] `values` inline, built in place: the
+    /// result of a tiny operation costs one allocation and no fallible step. CPU is a
+    /// shipped class, which can never take a definition, so there is nothing for the
+    /// definition-free observation to guard.
+    #[inline]
+    pub(crate) fn inline_f32(values: &[f32], mutable: bool) -> Carrier {
+        Cpu::inline_words(
+            Element::Float32,
+            &values[..values.len().min(INLINE_F32)],
+            mutable,
+        )
     }
 
-    /// A Float32 carrier of the first `count` (at most [`INLINE_F32`]) of `values`, built in
-    /// place with its slots inline: the result of a tiny operation costs one allocation and
-    /// no fallible step. CPU is a shipped class, which can never take a definition, so
-    /// there is nothing for the definition-free observation to guard.
+    /// An Int32 carrier holding at most [`INLINE_F32`] `values` inline, built like
+    /// [`inline_f32`](Cpu::inline_f32).
     #[inline]
-    pub(crate) fn inline_f32(values: &[f32; INLINE_F32], count: usize, mutable: bool) -> Carrier {
-        let count = count.min(INLINE_F32);
+    pub(crate) fn inline_i32(values: &[i32], mutable: bool) -> Carrier {
+        Cpu::inline_words(
+            Element::Int32,
+            &values[..values.len().min(INLINE_F32)],
+            mutable,
+        )
+    }
+
+    /// A Bool carrier holding at most `INLINE_BYTES` `values` (each 0 or 1) inline, built
+    /// like [`inline_f32`](Cpu::inline_f32).
+    #[inline]
+    pub(crate) fn inline_bool(values: &[u8], mutable: bool) -> Carrier {
+        let values = &values[..values.len().min(INLINE_BOOL)];
+        Cpu::inline_with(Element::Bool, values.len(), mutable, |slots| {
+            slots.fill_fresh_bytes(values)
+        })
+    }
+
+    /// A carrier of 4-byte `element` slots holding `values` inline (at most [`INLINE_F32`]).
+    #[inline]
+    fn inline_words<T: inline_slots::Word>(
+        element: Element,
+        values: &[T],
+        mutable: bool,
+    ) -> Carrier {
+        Cpu::inline_with(element, values.len(), mutable, |slots| {
+            slots.fill_fresh(values)
+        })
+    }
+
+    /// A carrier of `count` inline `element` slots that `fill` stores before anyone else
+    /// can see them.
+    #[inline]
+    fn inline_with(
+        element: Element,
+        count: usize,
+        mutable: bool,
+        fill: impl FnOnce(&InlineSlots),
+    ) -> Carrier {
         let body = Cpu {
-            element: Element::Float32,
+            element,
             slots: count,
-            storage: Storage::Inline(InlineSlots::zeroed(4 * count)),
+            storage: Storage::Inline(InlineSlots::zeroed(element.width() * count)),
         };
         let carrier =
-            Carrier::from_erased_body(body, Cpu::carrier_class(), DType::FLOAT32, mutable);
+            Carrier::from_erased_body(body, Cpu::carrier_class(), element.dtype(), mutable);
         if let Some(Storage::Inline(slots)) = carrier.downcast_ref::<Cpu>().map(|cpu| &cpu.storage)
         {
-            slots.fill_fresh(&values[..count]);
+            fill(slots);
         }
         carrier
     }
@@ -619,7 +661,7 @@ impl DefinitionFreeCarrier for Cpu {
             )));
         };
         Ok(Operation::new(move |invocation| {
-            crate::kernels::cpu::execute(builtin, invocation)
+            crate::kernels::cpu::execute(builtin, invocation).map(|result| vec![result])
         }))
     }
 

@@ -95,7 +95,7 @@ impl KernelPattern {
         }
         Ok(KernelPattern {
             inner: Arc::new(PatternInner {
-                operation: operation.clone(),
+                operation: *operation,
                 plans,
                 kernel_id: Arc::from(kernel_id),
                 prepare: Box::new(prepare),

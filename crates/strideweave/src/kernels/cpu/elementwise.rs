@@ -18,7 +18,6 @@
 use crate::kernels::extrema::{maximum_f32, minimum_f32};
 use strideweave_layout::Layout;
 
-use super::direct;
 use super::parallel::{chunk_count, for_each_chunk};
 use super::slots::{with_slots, Compute, Slots, Stored};
 use super::strided::{broadcast_strides, fits, Small, Walk};
@@ -49,7 +48,7 @@ type Describe<T> = fn(T, T) -> String;
 /// NotImplemented for a plan the CPU kernels do not compute (operands converting to
 /// different dtypes, an arithmetic that does not match them), Overflow for an Int32 result
 /// outside the range, and the carrier's errors.
-pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let plan = invocation.plan();
     let mut converts = plan.operands().iter().map(|o| o.convert_to());
@@ -66,9 +65,6 @@ pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Resu
         return Err(unsupported(name, invocation));
     }
     if convert == DType::FLOAT32 {
-        if let Some(result) = direct::invocation(name, invocation) {
-            return Ok(vec![result]);
-        }
         float32(builtin, invocation)
     } else if convert == DType::INT32 {
         int32(builtin, invocation)
@@ -93,28 +89,28 @@ pub(super) fn unsupported(name: &str, invocation: &ResolvedInvocation) -> Error 
 }
 
 /// The Float32 (Binary32) operations.
-fn float32(builtin: Builtin, inv: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+fn float32(builtin: Builtin, inv: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let none = describe_none::<f32>;
     match builtin {
-        Builtin::Add => binary::<f32, f32>(name, inv, |a, b| (direct::add(a, b), false), none),
-        Builtin::Sub => binary::<f32, f32>(name, inv, |a, b| (direct::sub(a, b), false), none),
+        Builtin::Add => binary::<f32, f32>(name, inv, |a, b| (a + b, false), none),
+        Builtin::Sub => binary::<f32, f32>(name, inv, |a, b| (a - b, false), none),
         Builtin::Mul | Builtin::ElementwiseMul => {
-            binary::<f32, f32>(name, inv, |a, b| (direct::mul(a, b), false), none)
+            binary::<f32, f32>(name, inv, |a, b| (a * b, false), none)
         }
-        Builtin::Div => binary::<f32, f32>(name, inv, |a, b| (direct::div(a, b), false), none),
+        Builtin::Div => binary::<f32, f32>(name, inv, |a, b| (a / b, false), none),
         Builtin::Maximum => binary::<f32, f32>(name, inv, |a, b| (maximum_f32(a, b), false), none),
         Builtin::Minimum => binary::<f32, f32>(name, inv, |a, b| (minimum_f32(a, b), false), none),
         Builtin::Eq => binary::<f32, u8>(name, inv, |a, b| (u8::from(a == b), false), none),
         Builtin::Lt => binary::<f32, u8>(name, inv, |a, b| (u8::from(a < b), false), none),
         Builtin::Le => binary::<f32, u8>(name, inv, |a, b| (u8::from(a <= b), false), none),
-        Builtin::Neg => unary::<f32, f32>(name, inv, |a| (direct::neg(a), false), none),
+        Builtin::Neg => unary::<f32, f32>(name, inv, |a| (-a, false), none),
         Builtin::Abs => unary::<f32, f32>(name, inv, |a| (a.abs(), false), none),
         Builtin::Exp => unary::<f32, f32>(name, inv, |a| (a.exp(), false), none),
         Builtin::Log => unary::<f32, f32>(name, inv, |a| (a.ln(), false), none),
         Builtin::Sqrt => unary::<f32, f32>(name, inv, |a| (a.sqrt(), false), none),
         Builtin::Tanh => unary::<f32, f32>(name, inv, |a| (a.tanh(), false), none),
-        Builtin::Sigmoid => unary::<f32, f32>(name, inv, |a| (direct::sigmoid(a), false), none),
+        Builtin::Sigmoid => unary::<f32, f32>(name, inv, |a| (sigmoid_f32(a), false), none),
         Builtin::Relu => unary::<f32, f32>(name, inv, |a| (relu_f32(a), false), none),
         Builtin::ReduceSum | Builtin::ReduceMax | Builtin::Matmul | Builtin::Select => {
             Err(unsupported(name, inv))
@@ -123,7 +119,7 @@ fn float32(builtin: Builtin, inv: &ResolvedInvocation) -> Result<Vec<Tensor>> {
 }
 
 /// The Int32 operations: checked where the plan can leave the range, exact otherwise.
-fn int32(builtin: Builtin, inv: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+fn int32(builtin: Builtin, inv: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let none = describe_none::<i32>;
     match builtin {
@@ -186,6 +182,12 @@ fn narrow(exact: i64) -> (i32, bool) {
 /// The description of operations that cannot overflow (never called).
 fn describe_none<T>(_: T, _: T) -> String {
     String::new()
+}
+
+/// `1 / (1 + e^-a)`: the one Float32 sigmoid formula of the CPU kernels.
+#[inline(always)]
+fn sigmoid_f32(a: f32) -> f32 {
+    1.0 / (1.0 + (-a).exp())
 }
 
 /// `a > 0 ? a : 0`, NaN staying NaN.
@@ -280,7 +282,7 @@ fn unary<T: Compute, O: Stored>(
     invocation: &ResolvedInvocation,
     op: impl Fn(T) -> (O, bool) + Copy + Send + Sync,
     describe: Describe<T>,
-) -> Result<Vec<Tensor>> {
+) -> Result<Tensor> {
     let [x] = operands::<1>(name, invocation)?;
     let spec = result_spec::<O>(name, invocation)?;
     let unit = Operand::Scalar(crate::dtype::Value::Bool(false));
@@ -306,7 +308,7 @@ fn binary<T: Compute, O: Stored>(
     invocation: &ResolvedInvocation,
     op: impl Op<T, O>,
     describe: Describe<T>,
-) -> Result<Vec<Tensor>> {
+) -> Result<Tensor> {
     let [lhs, rhs] = operands::<2>(name, invocation)?;
     let spec = result_spec::<O>(name, invocation)?;
     let walk = walk(spec.layout(), [lhs, rhs])?;

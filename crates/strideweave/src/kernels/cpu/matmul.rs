@@ -14,7 +14,6 @@
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
-use strideweave_layout::Layout;
 
 use super::parallel::{allowed, spread};
 use super::slots::{with_slots, Compute, Slots};
@@ -29,47 +28,58 @@ use crate::tensor::Tensor;
 /// thread per `PARALLEL_WORK / 2` multiply-adds, up to the setting (so 64³ uses two).
 const PARALLEL_WORK: usize = 64 * 64 * 64;
 
-/// One two-mode operand: its tensor and its kept (mode 0) and contracted (mode 1) extents.
+/// One two-mode operand: its tensor and the leaves of its kept (mode 0) and contracted
+/// (mode 1) modes.
 struct Matrix<'a> {
     /// The operand.
     tensor: &'a Tensor,
-    /// Mode 0, the kept rows.
-    rows: Layout,
-    /// Mode 1, the contracted columns.
-    cols: Layout,
+    /// Mode 0, the kept rows, as `(extent, stride)` leaves.
+    rows: &'a [(usize, usize)],
+    /// Mode 1, the contracted columns, as `(extent, stride)` leaves.
+    cols: &'a [(usize, usize)],
 }
 
 impl<'a> Matrix<'a> {
     /// `tensor` split into its two modes (a Value error unless it has exactly two).
     fn new(name: &str, tensor: &'a Tensor, side: &str) -> Result<Matrix<'a>> {
         let layout = tensor.layout();
-        if layout.rank() != 2 {
+        let modes = (layout.rank() == 2)
+            .then(|| layout.mode_leaves(0).zip(layout.mode_leaves(1)))
+            .flatten();
+        let Some((rows, cols)) = modes else {
             return Err(Error::Value(format!(
                 "'{name}' contracts two-mode tensors; {side} Layout {layout} has {} modes",
                 layout.rank()
             )));
-        }
-        Ok(Matrix {
-            tensor,
-            rows: layout.mode(0)?,
-            cols: layout.mode(1)?,
-        })
+        };
+        Ok(Matrix { tensor, rows, cols })
     }
 
     /// The row and column strides when both modes coalesce to a single leaf.
     fn strides(&self) -> Option<(usize, usize)> {
-        Some((single_stride(&self.rows)?, single_stride(&self.cols)?))
+        Some((single_stride(self.rows)?, single_stride(self.cols)?))
     }
 }
 
-/// The stride of a layout that coalesces to one leaf.
-fn single_stride(layout: &Layout) -> Option<usize> {
-    let coalesced = layout.coalesce();
-    let mut leaves = coalesced.leaf_pairs();
-    match (leaves.next(), leaves.next()) {
-        (Some((_, stride)), None) => Some(stride),
-        _ => None,
+/// The number of elements of a mode given by its leaves.
+fn mode_size(leaves: &[(usize, usize)]) -> usize {
+    leaves.iter().map(|&(extent, _)| extent).product()
+}
+
+/// The stride of a mode whose leaves coalesce to one (0 for a mode of one element): every
+/// leaf past the first of extent above 1 continues the previous one.
+fn single_stride(leaves: &[(usize, usize)]) -> Option<usize> {
+    let mut kept = leaves.iter().filter(|&&(extent, _)| extent != 1);
+    let Some(&(mut extent, stride)) = kept.next() else {
+        return Some(0);
+    };
+    for &(e, s) in kept {
+        if Some(s) != extent.checked_mul(stride) {
+            return None;
+        }
+        extent = extent.checked_mul(e)?;
     }
+    Some(stride)
 }
 
 /// Executes `matmul`.
@@ -78,7 +88,7 @@ fn single_stride(layout: &Layout) -> Option<usize> {
 /// Value for operands that are not two two-mode tensors with equal contracted sizes,
 /// NotImplemented for a plan these kernels do not compute, Overflow for an Int32 result
 /// outside the range, Memory when a packed copy cannot be allocated.
-pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let (lhs, rhs) = match invocation.call().operands() {
         [Operand::Tensor(lhs), Operand::Tensor(rhs)] => (lhs, rhs),
@@ -88,23 +98,30 @@ pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Resu
         Matrix::new(name, lhs, "lhs")?,
         Matrix::new(name, rhs, "rhs")?,
     );
-    let (n, m, k) = (lhs.rows.size(), rhs.rows.size(), lhs.cols.size());
-    if rhs.cols.size() != k {
+    let (n, m, k) = (
+        mode_size(lhs.rows),
+        mode_size(rhs.rows),
+        mode_size(lhs.cols),
+    );
+    if mode_size(rhs.cols) != k {
         return Err(Error::Value(format!(
             "'{name}' contracts mode 1 of both operands: (N,K)·(M,K); lhs has K = {k} but rhs has K = {}",
-            rhs.cols.size()
+            mode_size(rhs.cols)
         )));
     }
     let plan = invocation.plan();
-    let converts: Vec<DType> = plan.operands().iter().map(|o| o.convert_to()).collect();
+    let converts: [DType; 2] = match plan.operands() {
+        [a, b] => [a.convert_to(), b.convert_to()],
+        _ => return Err(unsupported(name, invocation)),
+    };
     let accumulation = plan.accumulation();
     let floating = matches!(accumulation, None | Some(Accumulation::Floating));
     let exact = matches!(accumulation, None | Some(Accumulation::ExactInteger));
     let shape = Shape3 { n, m, k };
     let reads = |read: fn(DType) -> bool| read(lhs.tensor.dtype()) && read(rhs.tensor.dtype());
-    match (converts.as_slice(), plan.accumulator_dtype()) {
+    match (converts, plan.accumulator_dtype()) {
         ([a, b], acc)
-            if *a == DType::FLOAT32 && *b == DType::FLOAT32 && floating && reads(f32::reads) =>
+            if a == DType::FLOAT32 && b == DType::FLOAT32 && floating && reads(f32::reads) =>
         {
             let spec = result_spec::<f32>(name, invocation)?;
             shape.check(name, spec.layout().size())?;
@@ -115,9 +132,7 @@ pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Resu
                 Some(_) => Err(unsupported(name, invocation)),
             }
         }
-        ([a, b], None)
-            if *a == DType::INT32 && *b == DType::INT32 && exact && reads(i32::reads) =>
-        {
+        ([a, b], None) if a == DType::INT32 && b == DType::INT32 && exact && reads(i32::reads) => {
             let spec = result_spec::<i32>(name, invocation)?;
             shape.check(name, spec.layout().size())?;
             int32(name, spec, &lhs, &rhs, shape)
@@ -276,7 +291,7 @@ fn float32(
     lhs: &Matrix<'_>,
     rhs: &Matrix<'_>,
     shape: Shape3,
-) -> Result<Vec<Tensor>> {
+) -> Result<Tensor> {
     let Shape3 { n, m, k } = shape;
     with_slots(name, lhs.tensor, |ls| {
         with_slots(name, rhs.tensor, |rs| {
@@ -307,7 +322,7 @@ fn float64(
     lhs: &Matrix<'_>,
     rhs: &Matrix<'_>,
     shape: Shape3,
-) -> Result<Vec<Tensor>> {
+) -> Result<Tensor> {
     let Shape3 { n, m, k } = shape;
     let widen = |packed: Vec<f32>| -> Vec<f64> { packed.into_iter().map(f64::from).collect() };
     let a = widen(with_slots(name, lhs.tensor, |s| {
@@ -342,7 +357,7 @@ fn int32(
     lhs: &Matrix<'_>,
     rhs: &Matrix<'_>,
     shape: Shape3,
-) -> Result<Vec<Tensor>> {
+) -> Result<Tensor> {
     let Shape3 { n, m, k } = shape;
     let a = with_slots(name, lhs.tensor, |s| pack::<i32>(name, s, lhs.tensor))?;
     let b = with_slots(name, rhs.tensor, |s| pack::<i32>(name, s, rhs.tensor))?;

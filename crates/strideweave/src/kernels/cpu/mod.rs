@@ -9,7 +9,6 @@
 //! and `matmul` runs on `faer` directly on the operands' strides. Each result is a fresh mutable CPU carrier of exactly the result layout's cosize
 //! (version 0) under the canonical layout; operands are never written.
 
-pub(crate) mod direct;
 mod elementwise;
 mod matmul;
 mod parallel;
@@ -23,6 +22,7 @@ use std::sync::Arc;
 
 use slots::Stored;
 
+use crate::carriers::cpu::INLINE_BOOL;
 use crate::carriers::Cpu;
 use crate::error::{Error, Result};
 use crate::operation::{Builtin, ResolvedInvocation, ResultSpec};
@@ -37,7 +37,7 @@ use crate::tensor::Tensor;
 ///   the operation;
 /// - Overflow when an Int32 result leaves the Int32 range (naming the operation);
 /// - the carriers' errors (a released operand, an allocation failure).
-pub(crate) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(crate) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let planned = invocation.plan().operation();
     if planned != name {
@@ -115,16 +115,24 @@ fn is_canonical(spec: &ResultSpec) -> bool {
 fn fresh_result<O: Stored>(
     spec: &ResultSpec,
     fill: impl FnOnce(&mut [O]) -> Result<()>,
-) -> Result<Vec<Tensor>> {
+) -> Result<Tensor> {
     let layout = spec.layout();
-    let mut cpu = Cpu::zeroed(layout.cosize(), O::DTYPE)?;
+    let slots = layout.cosize();
+    if slots <= O::INLINE {
+        // A tiny result: computed on the stack, then stored into the fresh carrier's inline
+        // slots, with no fallible step after `fill`.
+        let mut values = [O::default(); INLINE_BOOL];
+        let values = &mut values[..slots];
+        fill(values)?;
+        return Ok(Tensor::fresh(
+            O::inline(values),
+            Arc::clone(spec.shared_layout()),
+        ));
+    }
+    let mut cpu = Cpu::zeroed(slots, O::DTYPE)?;
     O::with_out(&mut cpu, fill)??;
     let carrier = Cpu::wrap(cpu, O::DTYPE, true)?;
-    Ok(vec![Tensor::with_shared_layout(
-        carrier,
-        0,
-        Arc::clone(spec.shared_layout()),
-    )?])
+    Tensor::with_shared_layout(carrier, 0, Arc::clone(spec.shared_layout()))
 }
 
 /// The Overflow error of an Int32 result outside the range, worded as the Generic

@@ -21,7 +21,7 @@ use std::fmt::Display;
 
 use super::parallel::{chunk_count, for_each_chunk, map_pieces, pieces, THREADING_THRESHOLD};
 use super::slots::{with_slots, Compute, Stored};
-use super::strided::{fits, walk_of, Walk};
+use super::strided::{fits, walk_of_leaves, Walk};
 use super::{fresh_result, overflow, result_spec};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -213,7 +213,7 @@ impl Reducer for MaxI32 {
 /// # Errors
 /// Value for an operand that is not one two-mode tensor, NotImplemented for a plan these
 /// kernels do not compute, Overflow for an Int32 sum outside the range.
-pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let x = match invocation.call().operands() {
         [Operand::Tensor(x)] => x,
@@ -273,7 +273,9 @@ fn unsupported(name: &str, invocation: &ResolvedInvocation) -> Error {
 
 /// The size of mode 1 (0 when the tensor has no mode 1; checked later).
 fn reduced_size(x: &Tensor) -> usize {
-    x.layout().mode(1).map_or(0, |mode| mode.size())
+    x.layout().mode_leaves(1).map_or(0, |leaves| {
+        leaves.iter().map(|&(extent, _)| extent).product()
+    })
 }
 
 /// What the accumulation loops read: the input's slots and both modes' walks.
@@ -295,7 +297,7 @@ fn reduce<R: Reducer>(
     x: &Tensor,
     r: R,
     ordered: bool,
-) -> Result<Vec<Tensor>> {
+) -> Result<Tensor> {
     let spec = result_spec::<R::Out>(name, invocation)?;
     let layout = x.layout();
     if layout.rank() != 2 {
@@ -304,7 +306,15 @@ fn reduce<R: Reducer>(
             layout.rank()
         )));
     }
-    let (rows, cols) = (walk_of(&layout.mode(0)?)?, walk_of(&layout.mode(1)?)?);
+    let (Some(rows), Some(cols)) = (layout.mode_leaves(0), layout.mode_leaves(1)) else {
+        return Err(Error::Value(format!(
+            "'{name}' reduces mode 1 of a two-mode tensor; Layout {layout} has no mode 1"
+        )));
+    };
+    let (rows, cols) = (
+        walk_of_leaves(rows.iter().copied())?,
+        walk_of_leaves(cols.iter().copied())?,
+    );
     let n = rows.size();
     if n != spec.layout().size() {
         return Err(Error::Value(format!(

@@ -37,7 +37,7 @@ type Sides<'a, T> = (Side<'a, u8>, Side<'a, T>, Side<'a, T>);
 /// NotImplemented for a plan the kernel does not compute (a condition not read as Bool,
 /// branches converting to another dtype than the output, an arithmetic that does not match
 /// the output), a Value error for a wrong operand count, and the carriers' errors.
-pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let plan = invocation.plan();
     let output = plan.output();
@@ -69,7 +69,7 @@ pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Resu
 
 /// `select` computing (and storing) `T`: the condition's slots under its carrier's read
 /// lock, each branch a weak scalar converted once or a tensor's slots under its read lock.
-fn typed<T: Compute + Stored>(name: &str, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+fn typed<T: Compute + Stored>(name: &str, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let [cond, a, b] = operands::<3>(name, invocation)?;
     let spec = result_spec::<T>(name, invocation)?;
     let walk = walk(spec.layout(), [cond, a, b])?;

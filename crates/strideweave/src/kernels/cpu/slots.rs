@@ -2,6 +2,8 @@
 //! carrier's read lock ([`Slots`]), the element types kernels compute in ([`Compute`]) and
 //! the ones results store ([`Stored`]).
 
+use crate::carrier::Carrier;
+use crate::carriers::cpu::{INLINE_BOOL, INLINE_F32};
 use crate::carriers::Cpu;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
@@ -259,31 +261,52 @@ pub(super) trait Stored: Copy + Default + Send + Sync + 'static {
     /// The result dtype.
     const DTYPE: DType;
 
+    /// How many slots of this dtype a CPU carrier keeps inline.
+    const INLINE: usize;
+
     /// Runs `f` on the slots of a fresh CPU body of this dtype, which nobody else sees yet.
     fn with_out<R>(cpu: &mut Cpu, f: impl FnOnce(&mut [Self]) -> R) -> Result<R>;
+
+    /// A fresh mutable CPU carrier holding at most [`INLINE`](Self::INLINE) `values` inline.
+    fn inline(values: &[Self]) -> Carrier;
 }
 
 impl Stored for f32 {
     const DTYPE: DType = DType::FLOAT32;
+    const INLINE: usize = INLINE_F32;
 
     fn with_out<R>(cpu: &mut Cpu, f: impl FnOnce(&mut [f32]) -> R) -> Result<R> {
         cpu.with_f32_exclusive(f)
+    }
+
+    fn inline(values: &[f32]) -> Carrier {
+        Cpu::inline_f32(values, true)
     }
 }
 
 impl Stored for i32 {
     const DTYPE: DType = DType::INT32;
+    const INLINE: usize = INLINE_F32;
 
     fn with_out<R>(cpu: &mut Cpu, f: impl FnOnce(&mut [i32]) -> R) -> Result<R> {
         cpu.with_i32_exclusive(f)
+    }
+
+    fn inline(values: &[i32]) -> Carrier {
+        Cpu::inline_i32(values, true)
     }
 }
 
 impl Stored for u8 {
     const DTYPE: DType = DType::BOOL;
+    const INLINE: usize = INLINE_BOOL;
 
     fn with_out<R>(cpu: &mut Cpu, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
         cpu.with_bytes_exclusive(f)
+    }
+
+    fn inline(values: &[u8]) -> Carrier {
+        Cpu::inline_bool(values, true)
     }
 }
 

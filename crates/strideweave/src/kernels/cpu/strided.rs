@@ -261,8 +261,16 @@ pub(super) fn broadcast_strides(layout: &Layout, extents: &[usize]) -> Result<Sm
 
 /// The walk of one layout over its own ordinals.
 pub(super) fn walk_of(layout: &Layout) -> Result<Walk<1>> {
-    let extents: Small<usize> = layout.leaf_pairs().map(|l| l.0).fold(Small::new(), push);
-    let strides: Small<usize> = layout.leaf_pairs().map(|l| l.1).fold(Small::new(), push);
+    let leaves: Small<(usize, usize)> = layout.leaf_pairs().fold(Small::new(), push);
+    walk_of_leaves(leaves.as_slice().iter().copied())
+}
+
+/// [`walk_of`] over `(extent, stride)` leaves (one mode of a layout, say).
+pub(super) fn walk_of_leaves(
+    leaves: impl Iterator<Item = (usize, usize)> + Clone,
+) -> Result<Walk<1>> {
+    let extents: Small<usize> = leaves.clone().map(|l| l.0).fold(Small::new(), push);
+    let strides: Small<usize> = leaves.map(|l| l.1).fold(Small::new(), push);
     Walk::new(extents.as_slice(), [strides.as_slice()])
 }
 

@@ -72,7 +72,7 @@ fn check_operands(ctx: &Context<'_>, count: usize) -> Result<()> {
 }
 
 /// `neg abs exp log sqrt tanh sigmoid relu` on the single tensor operand.
-pub(super) fn unary(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn unary(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let ctx = Context::new(name, invocation)?;
     check_operands(&ctx, 1)?;
@@ -88,7 +88,7 @@ pub(super) fn unary(builtin: Builtin, invocation: &ResolvedInvocation) -> Result
 
 /// `add sub mul elementwise_mul div maximum minimum eq lt le` on two operands (tensors or a
 /// tensor and a weak scalar, in either order for `mul`).
-pub(super) fn binary(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn binary(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let ctx = Context::new(name, invocation)?;
     check_operands(&ctx, 2)?;
@@ -105,7 +105,7 @@ pub(super) fn binary(builtin: Builtin, invocation: &ResolvedInvocation) -> Resul
 /// `select(cond, a, b)`: `cond ? a : b` per result ordinal. The condition is read as Bool
 /// (its operand plan must convert it to Bool), the branches convert to the plan's output
 /// dtype as their operand plans say, and only the chosen branch is read.
-pub(super) fn select(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn select(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let ctx = Context::new(name, invocation)?;
     if ctx.operand_count() != 3 {

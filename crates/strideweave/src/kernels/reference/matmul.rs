@@ -47,7 +47,7 @@ impl<'a> Matrix<'a> {
 }
 
 /// `matmul` on two tensors.
-pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let ctx = Context::new(name, invocation)?;
     if ctx.operand_count() != 2 {

@@ -33,7 +33,7 @@ use crate::tensor::Tensor;
 ///   not fit the operation (mode counts, contracted extents);
 /// - [`Error::Overflow`] when an Int32 result leaves the Int32 range;
 /// - carrier errors (a released operand, an allocation failure) as they occur.
-pub(crate) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(crate) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let planned = invocation.plan().operation();
     if planned != name {
@@ -417,7 +417,7 @@ impl<'a> Context<'a> {
     /// Publishes `values`, given in result-ordinal order, as the single result: a fresh
     /// mutable carrier of the first tensor's class with exactly `cosize` slots of the
     /// result layout, each value at the slot its ordinal maps to.
-    pub(super) fn publish(&self, values: Vec<Value>) -> Result<Vec<Tensor>> {
+    pub(super) fn publish(&self, values: Vec<Value>) -> Result<Tensor> {
         let layout = self.spec.layout();
         let dtype = self.spec.dtype();
         if values.len() != layout.size() {
@@ -453,11 +453,7 @@ impl<'a> Context<'a> {
             slots
         };
         let carrier = self.first.carrier().new_like(&slots, true, Some(dtype))?;
-        Ok(vec![Tensor::with_shared_layout(
-            carrier,
-            0,
-            Arc::clone(self.spec.shared_layout()),
-        )?])
+        Tensor::with_shared_layout(carrier, 0, Arc::clone(self.spec.shared_layout()))
     }
 }
 

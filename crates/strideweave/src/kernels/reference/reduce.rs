@@ -22,7 +22,7 @@ enum Fold {
 
 /// `reduce_sum` (Float32 in the plan's accumulator dtype, rounded once; Int32 exact with a
 /// checked final narrowing) or `reduce_max` (Float32: NaN when any element is NaN).
-pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
     let ctx = Context::new(name, invocation)?;
     if ctx.operand_count() != 1 {

@@ -19,15 +19,14 @@ pub(crate) use spec::VjpRule;
 pub(crate) use vjp::BuiltinVjp;
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use parking_lot::RwLock;
 use strideweave_layout::{Layout, Shape};
 
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 use crate::operation::builtin::spec::{Arity, ShapeRule};
-use crate::operation::definition::{OperationDefinition, ResolveFn};
+use crate::operation::definition::OperationDefinition;
 use crate::operation::invocation::{BoundOperationCall, ResolvedInvocation, ResultSpec};
 use crate::operation::plan::OperationPlan;
 use crate::operation::planning::{plan_builtin, PlanOperand};
@@ -81,9 +80,7 @@ fn definition(builtin: Builtin) -> Result<OperationDefinition> {
         Vec::new()
     };
     let schema = OperationSchema::new(operands, options)?;
-    let plans = PlanCache::default();
-    let resolve: Box<ResolveFn> = Box::new(move |call| resolve(builtin, &plans, call));
-    Ok(OperationDefinition::of_builtin(builtin, schema, resolve))
+    Ok(OperationDefinition::of_builtin(builtin, schema))
 }
 
 /// An operand as far as planning can tell it apart: a tensor's dtype, or a weak scalar's
@@ -150,36 +147,49 @@ const PLAN_CACHE_CAPACITY: usize = 64;
 /// The plans one built-in resolved successfully, by [`PlanKey`]: planning is
 /// value-independent, so a key seen before yields the same plan again. Failures are not kept
 /// (their messages quote the operands' values).
-#[derive(Default)]
-struct PlanCache {
-    plans: RwLock<Vec<(PlanKey, OperationPlan)>>,
+///
+/// The slots fill in order and are never emptied, so the filled ones are always a prefix: a
+/// look-up reads them without a lock and stops at the first empty one.
+pub(crate) struct PlanCache {
+    plans: [OnceLock<(PlanKey, OperationPlan)>; PLAN_CACHE_CAPACITY],
+}
+
+impl Default for PlanCache {
+    fn default() -> Self {
+        PlanCache {
+            plans: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
 }
 
 impl PlanCache {
     /// The plan remembered for `key`.
     fn get(&self, key: &PlanKey) -> Option<OperationPlan> {
         self.plans
-            .read()
             .iter()
+            .map_while(OnceLock::get)
             .find(|(k, _)| k == key)
             .map(|(_, plan)| plan.clone())
     }
 
-    /// Remembers `plan` for `key` (while there is room and `key` is new).
+    /// Remembers `plan` for `key` (while there is room and `key` is new): the first empty
+    /// slot takes it; a slot another thread filled first is checked and passed.
     fn insert(&self, key: PlanKey, plan: &OperationPlan) {
-        let mut plans = self.plans.write();
-        if plans.len() < PLAN_CACHE_CAPACITY && !plans.iter().any(|(k, _)| *k == key) {
-            plans.push((key, plan.clone()));
+        for slot in &self.plans {
+            let (held, _) = slot.get_or_init(|| (key, plan.clone()));
+            if *held == key {
+                return;
+            }
         }
     }
 }
 
 /// Resolves a call of `builtin`: its plan (from `plans` when seen before), the result shape
 /// by the built-in's shape rule, and the operands saved for its gradient.
-fn resolve(
+pub(crate) fn resolve(
     builtin: Builtin,
     plans: &PlanCache,
-    call: &BoundOperationCall,
+    call: BoundOperationCall,
 ) -> Result<ResolvedInvocation> {
     let name = builtin.name();
     let spec = builtin.spec();
@@ -225,43 +235,43 @@ fn resolve(
             plan
         }
     };
-    let mut shapes = call
-        .operands()
+    let result = {
+        let mut shapes = call
+            .operands()
+            .iter()
+            .filter_map(Operand::as_tensor)
+            .map(Tensor::shape);
+        let shape: Cow<'_, Shape> = match spec.rule {
+            ShapeRule::Broadcast => broadcast_shapes(name, shapes)?,
+            ShapeRule::ReduceMode1 => {
+                let Some(shape) = shapes.next() else {
+                    return Err(Error::Type(format!("'{name}' needs a tensor operand")));
+                };
+                Cow::Owned(reduced_shape(name, shape)?)
+            }
+            ShapeRule::Contract => {
+                let (Some(lhs), Some(rhs)) = (shapes.next(), shapes.next()) else {
+                    return Err(Error::Type(format!("'{name}' needs two tensor operands")));
+                };
+                Cow::Owned(contracted_shape(name, lhs, rhs)?)
+            }
+        };
+        match first_tensor(&call).filter(|t| is_column_major_of(t.layout(), &shape)) {
+            // The canonical layout of `shape` is already at hand: share it, don't rebuild it.
+            Some(t) => ResultSpec::shared(plan.output(), Arc::clone(t.shared_layout())),
+            None => ResultSpec::canonical(plan.output(), shape.into_owned()),
+        }
+    };
+    let mut is_tensor = [false; 3];
+    for (slot, operand) in is_tensor.iter_mut().zip(call.operands()) {
+        *slot = operand.as_tensor().is_some();
+    }
+    let saved = spec
+        .saved
         .iter()
-        .filter_map(Operand::as_tensor)
-        .map(Tensor::shape);
-    let shape: Cow<'_, Shape> = match spec.rule {
-        ShapeRule::Broadcast => broadcast_shapes(name, shapes)?,
-        ShapeRule::ReduceMode1 => {
-            let Some(shape) = shapes.next() else {
-                return Err(Error::Type(format!("'{name}' needs a tensor operand")));
-            };
-            Cow::Owned(reduced_shape(name, shape)?)
-        }
-        ShapeRule::Contract => {
-            let (Some(lhs), Some(rhs)) = (shapes.next(), shapes.next()) else {
-                return Err(Error::Type(format!("'{name}' needs two tensor operands")));
-            };
-            Cow::Owned(contracted_shape(name, lhs, rhs)?)
-        }
-    };
-    let saved = spec.saved.iter().copied().filter(|&i| {
-        call.operands()
-            .get(i)
-            .and_then(Operand::as_tensor)
-            .is_some()
-    });
-    let result = match first_tensor(call).filter(|t| is_column_major_of(t.layout(), &shape)) {
-        // The canonical layout of `shape` is already at hand: share it rather than rebuild it.
-        Some(t) => ResultSpec::shared(plan.output(), Arc::clone(t.shared_layout())),
-        None => ResultSpec::canonical(plan.output(), shape.into_owned()),
-    };
-    Ok(ResolvedInvocation::of_builtin(
-        call.clone(),
-        plan,
-        result,
-        saved,
-    ))
+        .copied()
+        .filter(move |&i| is_tensor.get(i).copied().unwrap_or(false));
+    Ok(ResolvedInvocation::of_builtin(call, plan, result, saved))
 }
 
 /// The first tensor operand of `call`.
@@ -271,7 +281,7 @@ fn first_tensor(call: &BoundOperationCall) -> Option<&Tensor> {
 
 /// Whether `layout` is exactly `Layout::column_major(shape)`.
 fn is_column_major_of(layout: &Layout, shape: &Shape) -> bool {
-    layout.shape() == shape && layout.is_column_major()
+    layout.is_column_major() && (std::ptr::eq(layout.shape(), shape) || layout.shape() == shape)
 }
 
 /// The broadcast of `shapes` (docs/operations.md, Broadcasting): identical nesting profiles, and
@@ -287,7 +297,7 @@ fn broadcast_shapes<'a>(
     // Borrowed while every shape so far equals the first: the usual case allocates nothing.
     let mut result: Cow<'a, Shape> = Cow::Borrowed(first);
     for shape in shapes {
-        if *shape == *result {
+        if std::ptr::eq(shape, &*result) || *shape == *result {
             // Identical shapes broadcast to themselves.
             continue;
         }
@@ -340,6 +350,14 @@ fn contracted_shape(name: &str, lhs: &Shape, rhs: &Shape) -> Result<Shape> {
         return Err(Error::Value(format!(
             "'{name}' contracts mode 1 of both operands: (N,K)·(M,K); Shape {lhs} has K = {k_lhs} but Shape {rhs} has K = {k_rhs}"
         )));
+    }
+    if let ([n, _], [m, _], true, true) = (
+        lhs.leaves(),
+        rhs.leaves(),
+        lhs.profile().is_flat(),
+        rhs.profile().is_flat(),
+    ) {
+        return Ok(Shape::flat(&[*n, *m])?);
     }
     let n = Layout::column_major(lhs.mode(0)?);
     let m = Layout::column_major(rhs.mode(0)?);

@@ -1,9 +1,8 @@
-//! The direct path of tiny Float32 elementwise operations on CPU tensors of one canonical
-//! layout, taken by the typed `ops` functions and by the CPU kernels: against the
-//! per-element formulas of docs/kernel-semantics.md, bit for bit, on both sides of the
-//! 256-element limit, with the layout, carrier class, version, mutability and freshness of
-//! the general pipeline (`operation::call`), and the general pipeline's behaviour — errors
-//! and autograd recording included — whenever the direct conditions do not hold.
+//! Tiny Float32 elementwise operations on CPU tensors, through the one pipeline that every
+//! call takes: the typed `ops` functions against the per-element formulas of
+//! docs/kernel-semantics.md, bit for bit, on both sides of the inline-result size, with the
+//! layout, carrier class, version, mutability and freshness of `operation::call`, and the
+//! same errors and autograd recording.
 
 use proptest::prelude::*;
 use strideweave::carriers::{Cpu, Generic};
@@ -114,19 +113,19 @@ fn binary_formula(name: &str) -> fn(f32, f32) -> f32 {
     }
 }
 
-/// `fast` and `general` are the same fresh result, and `operands` kept their versions.
-fn assert_same_result(fast: &Tensor, general: &Tensor, operands: &[&Tensor]) -> Result<()> {
-    assert_eq!(bits(fast)?, bits(general)?);
-    assert_eq!(fast.layout(), general.layout());
-    assert_eq!(fast.dtype(), general.dtype());
-    assert_eq!(fast.offset(), 0);
-    assert_eq!(fast.carrier().class(), general.carrier().class());
-    assert_eq!(fast.carrier().size(), general.carrier().size());
-    assert_eq!(fast.version(), 0);
-    assert!(fast.carrier().is_mutable());
-    assert!(fast.is_leaf() && !fast.requires_grad());
+/// `typed` (from `ops`) and `general` (from `operation::call`) are the same fresh result, and `operands` kept their versions.
+fn assert_same_result(typed: &Tensor, general: &Tensor, operands: &[&Tensor]) -> Result<()> {
+    assert_eq!(bits(typed)?, bits(general)?);
+    assert_eq!(typed.layout(), general.layout());
+    assert_eq!(typed.dtype(), general.dtype());
+    assert_eq!(typed.offset(), 0);
+    assert_eq!(typed.carrier().class(), general.carrier().class());
+    assert_eq!(typed.carrier().size(), general.carrier().size());
+    assert_eq!(typed.version(), 0);
+    assert!(typed.carrier().is_mutable());
+    assert!(typed.is_leaf() && !typed.requires_grad());
     for operand in operands {
-        assert!(!operand.carrier().same_as(fast.carrier()));
+        assert!(!operand.carrier().same_as(typed.carrier()));
         assert_eq!(operand.version(), 0);
     }
     Ok(())
@@ -143,7 +142,8 @@ fn special() -> impl Strategy<Value = f32> {
     ]
 }
 
-/// Shapes of up to 300 elements (the direct path stops at 256), flat and nested.
+/// Shapes of up to 300 elements (inline results hold at most 16 Float32 slots, and one thread
+/// computes up to a few hundred), flat and nested.
 fn shapes() -> impl Strategy<Value = Shape> {
     prop_oneof![
         (1usize..=300).prop_map(|n| Shape::new(n).expect("shape")),
@@ -222,7 +222,7 @@ fn an_operand_requiring_gradients_is_recorded() -> Result<()> {
 }
 
 #[test]
-fn non_direct_operands_take_the_general_pipeline() -> Result<()> {
+fn views_broadcasts_and_int32_take_the_strided_kernels() -> Result<()> {
     let shape = Shape::new((2, 3))?;
     let x = cpu_tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &shape, 0)?;
     // A row-major view: not canonical, computed by the general kernels.
@@ -257,7 +257,7 @@ fn non_direct_operands_take_the_general_pipeline() -> Result<()> {
 }
 
 #[test]
-fn errors_are_the_general_pipelines() -> Result<()> {
+fn errors_are_the_pipelines() -> Result<()> {
     let shape = Shape::new(2)?;
     let x = cpu_tensor(&[1.0, 2.0], &shape, 0)?;
     let y = cpu_tensor(&[3.0, 4.0], &shape, 0)?;
