@@ -1,0 +1,226 @@
+//! Preparing and submitting one specialized dispatch.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use strideweave::carriers::extension::{
+    InterfaceHandle, Preparation, PreparedKernel, ProviderResult, Submitted, Unsupported,
+};
+use strideweave::operation::ResultSpec;
+use strideweave::{Error, Result, Tensor, Value};
+
+use super::wgsl::{self, Scalar, PARAMS_BYTES};
+use crate::carrier::GpuInterface;
+use crate::completion::GpuCompletion;
+use crate::device::{FaultPoint, GpuDevice};
+use crate::storage::{SLOT_BYTES, STORAGE_USAGE};
+
+/// One dispatch being specialized: the operand tensors in binding order, the `Params`
+/// words, and the shader with its key.
+pub(crate) struct Launch {
+    name: &'static str,
+    spec: ResultSpec,
+    scalar: Scalar,
+    operands: Vec<Tensor>,
+    params: [u32; PARAMS_BYTES / 4],
+    shader: Option<(String, String)>,
+}
+
+impl Launch {
+    pub(crate) fn new(name: &'static str, spec: ResultSpec, scalar: Scalar) -> Launch {
+        Launch {
+            name,
+            spec,
+            scalar,
+            operands: Vec::new(),
+            params: [0; PARAMS_BYTES / 4],
+            shader: None,
+        }
+    }
+
+    /// Binds the next operand; its offset goes to `params.off<k>`.
+    pub(crate) fn bind(&mut self, tensor: &Tensor) -> Result<()> {
+        let k = self.operands.len();
+        self.params[4 + k] = self.index(tensor.offset())?;
+        self.operands.push(tensor.clone());
+        Ok(())
+    }
+
+    /// Sets `params.n`, `params.m` and `params.k`.
+    pub(crate) fn set_counts(&mut self, n: usize, m: usize, k: usize) -> Result<()> {
+        self.params[0] = self.index(n)?;
+        self.params[1] = self.index(m)?;
+        self.params[2] = self.index(k)?;
+        Ok(())
+    }
+
+    /// Sets `params.scalar` to the weak scalar `value` in the shader's dtype (converted
+    /// once, as the plan says).
+    pub(crate) fn set_scalar(&mut self, value: Value) -> Result<()> {
+        let bits = match (self.scalar, value) {
+            (Scalar::F32, Value::Float(x)) => (x as f32).to_bits(),
+            (Scalar::F32, Value::Int(x)) => (x as f32).to_bits(),
+            (Scalar::F32, Value::Bool(b)) => f32::from(u8::from(b)).to_bits(),
+            (Scalar::I32, Value::Int(x)) => i32::try_from(x).map_err(|_| {
+                Error::Overflow(format!("{x} does not fit Int32 in '{}'", self.name))
+            })? as u32,
+            (_, other) => {
+                return Err(Error::Type(format!(
+                    "the Gpu '{}' kernel cannot take the scalar {other:?}",
+                    self.name
+                )))
+            }
+        };
+        self.params[3] = bits;
+        Ok(())
+    }
+
+    /// Sets `params.scalar` to raw bits.
+    pub(crate) fn set_scalar_bits(&mut self, bits: u32) {
+        self.params[3] = bits;
+    }
+
+    pub(crate) fn set_shader(&mut self, key: String, source: String) {
+        self.shader = Some((key, source));
+    }
+
+    fn index(&self, value: usize) -> Result<u32> {
+        u32::try_from(value).map_err(|_| {
+            Error::Value(format!(
+                "the Gpu '{}' kernel addresses slots with 32-bit indices; {value} is too large",
+                self.name
+            ))
+        })
+    }
+}
+
+/// Prepares `work` on the class's interface: checks the binding limits, compiles (or reuses)
+/// the pipeline and reads the operand buffers; submission runs on the returned record.
+pub(crate) fn launch(work: Launch, handle: InterfaceHandle) -> Result<Preparation> {
+    let interface = handle.downcast_ref::<GpuInterface>().ok_or_else(|| {
+        Error::Type(format!(
+            "the Gpu kernels need a GpuInterface, got {}",
+            handle.identity()
+        ))
+    })?;
+    let device = Arc::clone(interface.device());
+    let limit = device.limits().max_storage_buffer_binding_size;
+    let result_slots = work.spec.layout().cosize();
+    let mut buffers = Vec::with_capacity(work.operands.len());
+    for tensor in &work.operands {
+        let buffer = interface.buffer_of(tensor)?;
+        if buffer.size() > limit {
+            return Ok(Preparation::Unsupported(Unsupported::new(format!(
+                "an operand buffer of {} bytes exceeds the device's storage binding limit of \
+                 {limit} bytes",
+                buffer.size()
+            ))?));
+        }
+        buffers.push(buffer);
+    }
+    if result_slots as u64 * SLOT_BYTES > limit {
+        return Ok(Preparation::Unsupported(Unsupported::new(format!(
+            "a result of {result_slots} slots exceeds the device's storage binding limit of \
+             {limit} bytes"
+        ))?));
+    }
+    let Some(grid) = wgsl::grid(work.params[0] as usize) else {
+        return Ok(Preparation::Unsupported(Unsupported::new(format!(
+            "{} invocations do not fit one dispatch grid",
+            work.params[0]
+        ))?));
+    };
+    let (key, source) = work
+        .shader
+        .clone()
+        .ok_or_else(|| Error::Runtime(format!("the Gpu '{}' kernel has no shader", work.name)))?;
+    let pipeline = device.pipeline(&key, &source)?;
+    let prepared = PreparedKernel::new(handle.clone(), move || {
+        submit(&handle, &device, &pipeline, &buffers, &work, grid)
+    });
+    Ok(Preparation::Kernel(prepared))
+}
+
+/// Allocates the result buffer, encodes and submits the dispatch, and returns the pending
+/// completion that builds the result carrier once the device finished.
+fn submit(
+    handle: &InterfaceHandle,
+    device: &Arc<GpuDevice>,
+    pipeline: &wgpu::ComputePipeline,
+    buffers: &[wgpu::Buffer],
+    work: &Launch,
+    (x, y): (u32, u32),
+) -> Result<Submitted<ProviderResult>> {
+    let slots = work.spec.layout().cosize();
+    let result = device.create_buffer(
+        &format!("result of '{}'", work.name),
+        slots as u64 * SLOT_BYTES,
+        STORAGE_USAGE,
+    )?;
+    let params = device.create_buffer(
+        "kernel params",
+        PARAMS_BYTES as u64,
+        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+    )?;
+    let what = format!("run the Gpu '{}' kernel", work.name);
+    let commands = device.scoped(FaultPoint::Submit, &what, |d| {
+        device
+            .wgpu_queue()
+            .write_buffer(&params, 0, bytemuck::cast_slice(&work.params));
+        let mut entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(k, buffer)| wgpu::BindGroupEntry {
+                binding: k as u32,
+                resource: buffer.as_entire_binding(),
+            })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: buffers.len() as u32,
+            resource: result.as_entire_binding(),
+        });
+        entries.push(wgpu::BindGroupEntry {
+            binding: buffers.len() as u32 + 1,
+            resource: params.as_entire_binding(),
+        });
+        let group = d.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(work.name),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some(work.name),
+        });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(work.name),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(x, y, 1);
+        }
+        encoder.finish()
+    })?;
+    let index = device.submit(&what, commands)?;
+    let finished = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&finished);
+    device
+        .wgpu_queue()
+        .on_submitted_work_done(move || flag.store(true, Ordering::Release));
+    let handle = handle.clone();
+    let spec = work.spec.clone();
+    Ok(Submitted::pending(GpuCompletion::new(
+        Arc::clone(device),
+        index,
+        what,
+        finished,
+        move || {
+            let interface = handle
+                .downcast_ref::<GpuInterface>()
+                .ok_or_else(|| Error::Type("the Gpu kernels need a GpuInterface".to_string()))?;
+            let carrier = interface.result_carrier(result, slots, spec.dtype())?;
+            ProviderResult::new([spec.tensor(carrier)?])
+        },
+    )))
+}

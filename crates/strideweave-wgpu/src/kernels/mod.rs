@@ -1,0 +1,371 @@
+//! The JIT kernel patterns of the Gpu class.
+//!
+//! Every built-in the class executes has two patterns on the same plans:
+//!
+//! - **compact** (`wgpu.<op>.compact`, preference 10): operands and result addressed by
+//!   ordinal (elementwise: every operand, after broadcasting, maps ordinal `i` to slot
+//!   `offset + i`; reductions and `matmul`: column-major operands). Its shader depends only on
+//!   the operation and dtype, so one compiled pipeline serves every shape. Any other layout
+//!   is declined with `Unsupported`, and the next pattern prepares.
+//! - **strided** (`wgpu.<op>.strided`, preference 0): any layout. Its shader bakes every
+//!   operand's coalesced leaves (extents and strides) into the code, so it is compiled per
+//!   layout signature.
+//!
+//! Preparation generates the WGSL for the invocation and fetches its pipeline from the
+//! device's cache, compiling it on the first use of a specialization key: a later invocation
+//! with the same key is the seed's "precompiled kernel through the same boundary". Submission
+//! allocates the result buffer, encodes one dispatch and returns a pending completion of the
+//! queue submission; the result carrier is built only once the work finished.
+
+mod launch;
+pub(crate) mod wgsl;
+
+use strideweave::carriers::extension::{KernelPattern, Preparation, Unsupported};
+use strideweave::operation::{
+    operation_definition, resolve_operation_plan, Arithmetic, OperationCapability, PlanOperand,
+    ResolvedInvocation,
+};
+use strideweave::{DType, Error, Layout, Result, Value};
+
+use launch::{launch, Launch};
+use wgsl::{Access, Input, Scalar};
+
+/// What a built-in computes on the Gpu.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// Elementwise, with the WGSL expression of `a` (and `b`).
+    Elementwise(&'static str),
+    /// `reduce_sum` (false) or `reduce_max` (true) over mode 1.
+    Reduce(bool),
+    /// `matmul`.
+    Matmul,
+}
+
+/// The built-ins the Gpu executes: name, arity, Float32 expression and Int32 expression (an
+/// Int32 plan is declared only when its arithmetic cannot overflow, so the shader needs no
+/// overflow check).
+const ELEMENTWISE: &[(&str, usize, &str, Option<&str>)] = &[
+    ("neg", 1, "-a", None),
+    (
+        "abs",
+        1,
+        "bitcast<f32>(bitcast<u32>(a) & 0x7fffffffu)",
+        None,
+    ),
+    (
+        "relu",
+        1,
+        "select(select(0.0, a, a > 0.0), a, is_nan(a))",
+        Some("max(a, 0)"),
+    ),
+    ("exp", 1, "exp(a)", None),
+    ("log", 1, "log(a)", None),
+    ("sqrt", 1, "sqrt(a)", None),
+    ("tanh", 1, "tanh(a)", None),
+    ("sigmoid", 1, "1.0 / (1.0 + exp(-a))", None),
+    ("add", 2, "a + b", None),
+    ("sub", 2, "a - b", None),
+    ("mul", 2, "a * b", None),
+    ("elementwise_mul", 2, "a * b", None),
+    ("div", 2, "a / b", None),
+    ("maximum", 2, "fmax(a, b)", Some("max(a, b)")),
+    ("minimum", 2, "fmin(a, b)", Some("min(a, b)")),
+];
+
+/// Every kernel pattern of the Gpu class, compact before strided for each built-in.
+pub(crate) fn patterns() -> Result<Vec<KernelPattern>> {
+    let mut patterns = Vec::new();
+    for &(name, arity, float, int) in ELEMENTWISE {
+        let mut plans = operand_plans(name, arity, DType::FLOAT32, true)?;
+        if int.is_some() {
+            plans.extend(operand_plans(name, arity, DType::INT32, false)?);
+        }
+        add_pair(&mut patterns, name, plans, Kind::Elementwise(float), int)?;
+    }
+    for (name, maximum) in [("reduce_sum", false), ("reduce_max", true)] {
+        let mut plans = operand_plans(name, 1, DType::FLOAT32, false)?;
+        if maximum {
+            plans.extend(operand_plans(name, 1, DType::INT32, false)?);
+        }
+        add_pair(&mut patterns, name, plans, Kind::Reduce(maximum), None)?;
+    }
+    let plans = operand_plans("matmul", 2, DType::FLOAT32, false)?;
+    add_pair(&mut patterns, "matmul", plans, Kind::Matmul, None)?;
+    Ok(patterns)
+}
+
+/// The capabilities of `name` on `dtype` tensors (and, with `scalars`, each weak-scalar
+/// form of a binary operation) whose arithmetic the shaders compute exactly as the plan
+/// says: binary32, or Int32 that cannot overflow; Float32 accumulation only.
+fn operand_plans(
+    name: &str,
+    arity: usize,
+    dtype: DType,
+    scalars: bool,
+) -> Result<Vec<OperationCapability>> {
+    let tensor = PlanOperand::Tensor(dtype);
+    let scalar = PlanOperand::Scalar(Value::Float(1.0));
+    let mut forms = vec![vec![tensor; arity]];
+    if scalars && arity == 2 {
+        forms.push(vec![tensor, scalar]);
+        forms.push(vec![scalar, tensor]);
+    }
+    let mut plans = Vec::new();
+    for form in forms {
+        // Forms the operation does not accept (a scalar where it takes none) are skipped.
+        let Ok(plan) = resolve_operation_plan(name, &form, None) else {
+            continue;
+        };
+        let exact = matches!(
+            plan.compute(),
+            Arithmetic::Binary32 | Arithmetic::Int32Exact
+        );
+        let accumulation = plan.accumulator_dtype().is_none_or(|d| d == DType::FLOAT32);
+        if exact && accumulation {
+            plans.push(OperationCapability::from_plan(plan));
+        }
+    }
+    Ok(plans)
+}
+
+/// Adds the compact and the strided pattern of `name` over `plans`.
+fn add_pair(
+    patterns: &mut Vec<KernelPattern>,
+    name: &'static str,
+    plans: Vec<OperationCapability>,
+    kind: Kind,
+    int: Option<&'static str>,
+) -> Result<()> {
+    if plans.is_empty() {
+        return Err(Error::Runtime(format!(
+            "the Gpu kernels found no executable plan of '{name}'"
+        )));
+    }
+    let definition = operation_definition(name)?;
+    for (compact, id, preference) in [(true, "compact", 10), (false, "strided", 0)] {
+        patterns.push(KernelPattern::new(
+            &definition,
+            plans.clone(),
+            &format!("wgpu.{name}.{id}"),
+            move |invocation, interface| {
+                let interface = interface.clone();
+                match specialize(name, kind, int, compact, invocation)? {
+                    Err(reason) => Ok(Preparation::Unsupported(Unsupported::new(reason)?)),
+                    Ok(work) => launch(work, interface),
+                }
+            },
+            preference,
+        )?);
+    }
+    Ok(())
+}
+
+/// The shader scalar of `dtype`.
+fn scalar_of(dtype: DType) -> Result<Scalar> {
+    match dtype {
+        d if d == DType::FLOAT32 => Ok(Scalar::F32),
+        d if d == DType::INT32 => Ok(Scalar::I32),
+        other => Err(Error::Type(format!(
+            "the Gpu kernels compute on Float32 and Int32, not {other}"
+        ))),
+    }
+}
+
+/// The coalesced leaves of `layout`, extent-1 leaves dropped: empty for a single element,
+/// `[(n, 1)]` for a compact layout.
+fn leaves(layout: &Layout) -> Vec<(usize, usize)> {
+    layout
+        .coalesce()
+        .leaf_pairs()
+        .filter(|(extent, _)| *extent > 1)
+        .collect()
+}
+
+/// Whether `layout` maps ordinal `i` to `i · multiplier` (every ordinal when `size` is 1).
+fn is_scaled(layout: &Layout, multiplier: usize) -> bool {
+    match leaves(layout).as_slice() {
+        [] => true,
+        [(_, stride)] => *stride == multiplier,
+        _ => false,
+    }
+}
+
+/// The access of `layout` for the strided pattern.
+fn baked(layout: &Layout) -> Access {
+    Access::Leaves(leaves(layout))
+}
+
+/// The work one invocation specializes to, or the reason the compact pattern declines it.
+fn specialize(
+    name: &'static str,
+    kind: Kind,
+    int: Option<&str>,
+    compact: bool,
+    invocation: &ResolvedInvocation,
+) -> Result<std::result::Result<Launch, String>> {
+    let spec = &invocation.results()[0];
+    let scalar = scalar_of(spec.dtype())?;
+    let result = spec.layout();
+    let result_access = if is_scaled(result, 1) {
+        Access::Scaled("1u")
+    } else if compact {
+        return Ok(Err(format!("the result layout {result} is not compact")));
+    } else {
+        baked(result)
+    };
+    let mut work = Launch::new(name, spec.clone(), scalar);
+    match kind {
+        Kind::Elementwise(float) => {
+            let expr = match scalar {
+                Scalar::F32 => float,
+                Scalar::I32 => int.ok_or_else(|| {
+                    Error::Type(format!("the Gpu '{name}' kernel computes Float32 only"))
+                })?,
+            };
+            let shape = spec.shape();
+            let mut inputs = Vec::new();
+            for operand in invocation.call().operands() {
+                match (operand.as_tensor(), operand.as_scalar()) {
+                    (Some(tensor), _) => {
+                        let view = tensor.broadcast_to(shape)?;
+                        let access = if is_scaled(view.layout(), 1) {
+                            Access::Scaled("1u")
+                        } else if compact {
+                            return Ok(Err(format!(
+                                "operand layout {} is not compact for result shape {shape}",
+                                tensor.layout()
+                            )));
+                        } else {
+                            baked(view.layout())
+                        };
+                        work.bind(tensor)?;
+                        inputs.push(Input::Tensor(access));
+                    }
+                    (None, Some(value)) => {
+                        work.set_scalar(value)?;
+                        inputs.push(Input::Scalar);
+                    }
+                    (None, None) => unreachable_operand(name)?,
+                }
+            }
+            work.set_counts(spec.layout().size(), 0, 0)?;
+            let key = format!(
+                "ew|{name}|{}|{}|r{}",
+                scalar.wgsl(),
+                inputs.iter().map(input_key).collect::<Vec<_>>().join("|"),
+                result_access.key()
+            );
+            work.set_shader(
+                key,
+                wgsl::elementwise(scalar, expr, &inputs, &result_access),
+            );
+        }
+        Kind::Reduce(maximum) => {
+            let x = invocation.call().tensor(0)?;
+            let (rows, columns) = two_modes(name, x.layout())?;
+            let (n, m) = (rows.size(), columns.size());
+            let (row_access, column_access) = if is_scaled(&rows, 1) && is_scaled(&columns, n) {
+                (Access::Scaled("1u"), Access::Scaled("n"))
+            } else if compact {
+                return Ok(Err(format!(
+                    "operand layout {} is not column-major",
+                    x.layout()
+                )));
+            } else {
+                (baked(&rows), baked(&columns))
+            };
+            work.bind(x)?;
+            work.set_counts(n, m, 0)?;
+            let key = format!(
+                "reduce|{maximum}|{}|{}|{}|r{}",
+                scalar.wgsl(),
+                row_access.key(),
+                column_access.key(),
+                result_access.key()
+            );
+            work.set_shader(
+                key,
+                wgsl::reduce(scalar, maximum, &row_access, &column_access, &result_access),
+            );
+        }
+        Kind::Matmul => {
+            let lhs = invocation.call().tensor(0)?;
+            let rhs = invocation.call().tensor(1)?;
+            let (lhs_rows, lhs_inner) = two_modes(name, lhs.layout())?;
+            let (rhs_rows, rhs_inner) = two_modes(name, rhs.layout())?;
+            let (n, m, k) = (lhs_rows.size(), rhs_rows.size(), lhs_inner.size());
+            let column_major = is_scaled(&lhs_rows, 1)
+                && is_scaled(&lhs_inner, n)
+                && is_scaled(&rhs_rows, 1)
+                && is_scaled(&rhs_inner, m);
+            let accesses = if column_major {
+                // `params.m` holds N (the lhs inner stride) and `params.scalar` holds M.
+                [
+                    Access::Scaled("1u"),
+                    Access::Scaled("m"),
+                    Access::Scaled("1u"),
+                    Access::Scaled("scalar"),
+                ]
+            } else if compact {
+                return Ok(Err(format!(
+                    "operand layouts {} and {} are not both column-major",
+                    lhs.layout(),
+                    rhs.layout()
+                )));
+            } else {
+                [
+                    baked(&lhs_rows),
+                    baked(&lhs_inner),
+                    baked(&rhs_rows),
+                    baked(&rhs_inner),
+                ]
+            };
+            work.bind(lhs)?;
+            work.bind(rhs)?;
+            work.set_counts(n * m, n, k)?;
+            work.set_scalar_bits(u32::try_from(m).map_err(|_| too_large(name, m))?);
+            let key = format!(
+                "matmul|{}|r{}",
+                accesses
+                    .iter()
+                    .map(Access::key)
+                    .collect::<Vec<_>>()
+                    .join("|"),
+                result_access.key()
+            );
+            let [a, b, c, d] = &accesses;
+            work.set_shader(key, wgsl::matmul(a, b, c, d, &result_access));
+        }
+    }
+    Ok(Ok(work))
+}
+
+fn input_key(input: &Input) -> String {
+    match input {
+        Input::Tensor(access) => access.key(),
+        Input::Scalar => "scalar".to_string(),
+    }
+}
+
+fn unreachable_operand(name: &str) -> Result<()> {
+    Err(Error::Runtime(format!(
+        "an operand of '{name}' is neither a tensor nor a scalar"
+    )))
+}
+
+fn too_large(name: &str, count: usize) -> Error {
+    Error::Value(format!(
+        "the Gpu '{name}' kernel addresses elements with 32-bit indices; {count} is too many"
+    ))
+}
+
+/// The two top-level modes of a reduction or product operand.
+fn two_modes(name: &str, layout: &Layout) -> Result<(Layout, Layout)> {
+    let modes = layout.modes();
+    match modes.as_slice() {
+        [rows, columns] => Ok((rows.clone(), columns.clone())),
+        _ => Err(Error::Value(format!(
+            "the Gpu '{name}' kernel needs an operand of two modes, got {layout}"
+        ))),
+    }
+}

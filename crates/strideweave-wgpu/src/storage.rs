@@ -1,0 +1,235 @@
+//! The Gpu storage provider: a carrier's slots are one device buffer of 32-bit words.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use strideweave::carriers::extension::StorageProvider;
+use strideweave::{DType, Error, Result, Value};
+
+use crate::completion::GpuCompletion;
+use crate::device::{FaultPoint, GpuDevice};
+
+/// The bytes of one slot: every dtype the Gpu class stores is 32 bits wide.
+pub(crate) const SLOT_BYTES: u64 = 4;
+
+/// The buffer usages of a carrier's storage: bound by kernels, copied from and to.
+pub(crate) const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+/// The dtypes a Gpu carrier stores: Float32 and Int32, one 32-bit word per slot.
+pub fn stores(dtype: DType) -> bool {
+    dtype == DType::FLOAT32 || dtype == DType::INT32
+}
+
+/// The provider-owned state of one Gpu carrier: its device buffer, or a buffer staged for
+/// `allocate` to adopt.
+///
+/// A fresh carrier (`GpuSlots::default()`) gets a new zero-filled buffer from `allocate`; a
+/// kernel result or an upload is built from [`GpuSlots::staged`] state, whose `allocate`
+/// adopts the buffer the work already filled, so no slot goes through a `Value`.
+#[derive(Debug, Default)]
+pub struct GpuSlots {
+    buffer: Option<wgpu::Buffer>,
+    staged: Option<wgpu::Buffer>,
+    slots: usize,
+    dtype: Option<DType>,
+}
+
+impl GpuSlots {
+    /// State whose `allocate` adopts `buffer`, which must hold at least the allocated slots.
+    pub(crate) fn staged(buffer: wgpu::Buffer) -> GpuSlots {
+        GpuSlots {
+            staged: Some(buffer),
+            ..GpuSlots::default()
+        }
+    }
+
+    /// The device buffer; a Runtime error once released.
+    pub fn buffer(&self) -> Result<&wgpu::Buffer> {
+        self.buffer
+            .as_ref()
+            .ok_or_else(|| Error::Runtime("the Gpu carrier's buffer was released".to_string()))
+    }
+
+    /// The number of slots.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+}
+
+/// The storage provider of the Gpu class on `device`.
+///
+/// Seed rule: the storage provider defines "the complete generic storage surface": `read` and
+/// `write` move one slot (a 4-byte copy through a mapped staging buffer, and a 4-byte queue
+/// write), `allocate` creates exactly the requested slots (zero-filled by wgpu) or adopts a
+/// staged buffer, `release` destroys the buffer. Bulk movement goes around the per-slot
+/// surface: uploads through the [`GpuUpload`](crate::GpuUpload) facet, downloads through the
+/// Gpu → CPU route.
+pub(crate) fn storage(device: Arc<GpuDevice>) -> StorageProvider {
+    let allocating = Arc::clone(&device);
+    let reading = Arc::clone(&device);
+    let writing = device;
+    StorageProvider::new(
+        |_: &GpuSlots, dtype| stores(dtype),
+        |state: &GpuSlots| state.slots as i64,
+        move |state: &mut GpuSlots, slots, dtype| {
+            let bytes = slots as u64 * SLOT_BYTES;
+            let buffer = match state.staged.take() {
+                Some(buffer) if buffer.size() >= bytes => buffer,
+                Some(buffer) => {
+                    return Err(Error::Value(format!(
+                        "a staged Gpu buffer of {} bytes cannot hold {slots} slots",
+                        buffer.size()
+                    )))
+                }
+                None => allocating.create_buffer("Gpu carrier storage", bytes, STORAGE_USAGE)?,
+            };
+            state.buffer = Some(buffer);
+            state.slots = slots;
+            state.dtype = Some(dtype);
+            Ok(())
+        },
+        |state: &mut GpuSlots| {
+            if let Some(buffer) = state.buffer.take() {
+                buffer.destroy();
+            }
+            state.slots = 0;
+            Ok(())
+        },
+        move |state: &GpuSlots, index| {
+            let word = download(&reading, state.buffer()?, index, 1)?[0];
+            Ok(word_value(word, state.dtype))
+        },
+        move |state: &mut GpuSlots, index, value| {
+            let word = value_word(value, state.dtype)?;
+            let buffer = state.buffer()?;
+            writing.scoped(FaultPoint::Submit, "write one Gpu slot", |_| {
+                writing.wgpu_queue().write_buffer(
+                    buffer,
+                    index as u64 * SLOT_BYTES,
+                    &word.to_ne_bytes(),
+                )
+            })
+        },
+    )
+}
+
+/// The value a 32-bit word holds in `dtype`.
+fn word_value(word: u32, dtype: Option<DType>) -> Value {
+    if dtype == Some(DType::INT32) {
+        Value::Int(i64::from(word as i32))
+    } else {
+        Value::Float(f64::from(f32::from_bits(word)))
+    }
+}
+
+/// The 32-bit word of an already normalized `value` of `dtype`.
+fn value_word(value: Value, dtype: Option<DType>) -> Result<u32> {
+    match value {
+        Value::Float(x) if dtype == Some(DType::FLOAT32) => Ok((x as f32).to_bits()),
+        Value::Int(x) if dtype == Some(DType::INT32) => i32::try_from(x)
+            .map(|x| x as u32)
+            .map_err(|_| Error::Overflow(format!("{x} does not fit a Gpu Int32 slot"))),
+        other => Err(Error::Type(format!(
+            "a Gpu carrier of {} cannot store {other:?}",
+            dtype.map_or_else(|| "no dtype".to_string(), |d| d.to_string())
+        ))),
+    }
+}
+
+/// Reads `slots` words from slot `start` of `buffer`, blocking until they arrive.
+pub(crate) fn download(
+    device: &Arc<GpuDevice>,
+    buffer: &wgpu::Buffer,
+    start: usize,
+    slots: usize,
+) -> Result<Vec<u32>> {
+    use strideweave::carriers::extension::ProviderCompletion;
+    start_download(device, buffer, start, slots)?.wait()
+}
+
+/// Starts copying `slots` words from slot `start` of `buffer` into a mapped staging buffer:
+/// the completion of the words.
+pub(crate) fn start_download(
+    device: &Arc<GpuDevice>,
+    buffer: &wgpu::Buffer,
+    start: usize,
+    slots: usize,
+) -> Result<GpuCompletion<Vec<u32>>> {
+    let bytes = slots as u64 * SLOT_BYTES;
+    let staging = device.create_buffer(
+        "Gpu download staging",
+        bytes,
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+    )?;
+    let commands = device.scoped(FaultPoint::Submit, "encode a Gpu download", |d| {
+        let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("Gpu download"),
+        });
+        if bytes > 0 {
+            encoder.copy_buffer_to_buffer(buffer, start as u64 * SLOT_BYTES, &staging, 0, bytes);
+        }
+        encoder.finish()
+    })?;
+    let index = device.submit("download Gpu slots", commands)?;
+    let mapped: Arc<Mutex<Option<std::result::Result<(), wgpu::BufferAsyncError>>>> =
+        Arc::new(Mutex::new(None));
+    let finished = Arc::new(AtomicBool::new(false));
+    let (slot, flag) = (Arc::clone(&mapped), Arc::clone(&finished));
+    device.scoped(FaultPoint::Map, "map a Gpu download", |_| {
+        staging
+            .slice(..)
+            .map_async(wgpu::MapMode::Read, move |outcome| {
+                *slot.lock() = Some(outcome);
+                flag.store(true, Ordering::Release);
+            })
+    })?;
+    let name = device.adapter().name.clone();
+    Ok(GpuCompletion::new(
+        Arc::clone(device),
+        index,
+        format!("download {slots} Gpu slots"),
+        finished,
+        move || {
+            let outcome = mapped.lock().take();
+            match outcome {
+                Some(Ok(())) => {}
+                Some(Err(error)) => {
+                    return Err(Error::Runtime(format!(
+                        "GPU {name}: mapping the downloaded slots failed: {error}"
+                    )))
+                }
+                None => {
+                    return Err(Error::Runtime(format!(
+                        "GPU {name}: the downloaded slots were never mapped"
+                    )))
+                }
+            }
+            let words = {
+                let view = staging.slice(..).get_mapped_range().map_err(|error| {
+                    Error::Runtime(format!(
+                        "GPU {name}: reading the downloaded slots failed: {error}"
+                    ))
+                })?;
+                bytemuck::pod_collect_to_vec::<u8, u32>(&view[..bytes as usize])
+            };
+            staging.unmap();
+            staging.destroy();
+            Ok(words)
+        },
+    ))
+}
+
+/// A new storage buffer holding `words`.
+pub(crate) fn upload_words(device: &GpuDevice, words: &[u32]) -> Result<wgpu::Buffer> {
+    let bytes: &[u8] = bytemuck::cast_slice(words);
+    let buffer = device.create_buffer("Gpu upload", bytes.len() as u64, STORAGE_USAGE)?;
+    if !bytes.is_empty() {
+        device.scoped(FaultPoint::Submit, "upload slots to the Gpu", |_| {
+            device.wgpu_queue().write_buffer(&buffer, 0, bytes)
+        })?;
+    }
+    Ok(buffer)
+}
