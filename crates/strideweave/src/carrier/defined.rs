@@ -13,8 +13,7 @@ use crate::carriers::extension::{
 };
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
-use crate::operation::dispatch::{validate, Versions};
-use crate::operation::provider_scope::ProviderScope;
+use crate::operation::dispatch::Outputs;
 use crate::operation::{
     operation_definition, Operand, Operation, OperationCapability, OperationDefinition,
     ResolvedInvocation,
@@ -222,13 +221,6 @@ impl DefinedBody {
     }
 }
 
-/// How a definition-backed class executes: its frozen kernel execution set (independent) or
-/// its composite provider (dependent).
-enum DefinedPath {
-    Kernels(Arc<ExecutionSet>),
-    Composite(CompositeProvider),
-}
-
 impl DefinedBody {
     /// The dispatch hook of a definition-backed class, checked in this order (after
     /// liveness, which the handle checks):
@@ -243,27 +235,23 @@ impl DefinedBody {
     /// its plans are gated when the forward runs, on the executing instance.
     fn dispatch(&self, name: &str) -> Result<Operation> {
         let class = self.class;
-        let path = match (&self.kernels, self.definition.composite()) {
-            (Some(kernels), _) => DefinedPath::Kernels(Arc::clone(kernels)),
-            (None, Some(composite)) => DefinedPath::Composite(composite.clone()),
-            (None, None) => {
-                return Err(Error::UnsupportedOperationPlan(
-                    UnsupportedOperationPlan::new(
-                        name,
-                        [format!(
-                            "{class} is a storage-only definition-backed carrier class: it \
-                             executes no operation"
-                        )],
-                    ),
-                ))
-            }
-        };
+        if self.kernels.is_none() && self.definition.composite().is_none() {
+            return Err(Error::UnsupportedOperationPlan(
+                UnsupportedOperationPlan::new(
+                    name,
+                    [format!(
+                        "{class} is a storage-only definition-backed carrier class: it \
+                         executes no operation"
+                    )],
+                ),
+            ));
+        }
         let definition = operation_definition(name).map_err(|_| {
             Error::NotImplemented(format!(
                 "{class} dispatches no operation '{name}': no operation of that name is defined"
             ))
         })?;
-        if let DefinedPath::Kernels(kernels) = &path {
+        if let Some(kernels) = &self.kernels {
             let name = definition.name();
             if !kernels.capabilities().iter().any(|c| c.operation() == name) {
                 return Err(Error::UnsupportedOperationPlan(
@@ -275,7 +263,7 @@ impl DefinedBody {
             }
         }
         Ok(Operation::new(move |invocation| {
-            forward_defined(class, &definition, &path, invocation)
+            forward_defined(class, definition, invocation)
         }))
     }
 }
@@ -286,21 +274,17 @@ impl DefinedBody {
 /// 1. The invocation must be of the dispatched operation (Type otherwise).
 /// 2. Its first tensor operand's carrier executes, and every tensor operand must be on
 ///    exactly `class` (Type, "Tensor backing carriers must match").
-/// 3. The executing carrier's capability gate (`UnsupportedOperationPlan`).
-/// 4. The kernel execution set (candidates in order, `Unsupported` falling through) or the
-///    composite provider (result classes, then one prepared submission), inside a provider
-///    scope.
-/// 5. The pipeline's publication check, [`check_results`]. Nothing is recorded for
-///    autograd: recording is the pipeline's, after its own validation.
+/// 3. The pipeline's own gate, execution and publication check
+///    ([`OperationDefinition::run_resolved`]). Nothing is recorded for autograd: recording is
+///    the pipeline's, after its own validation.
 fn forward_defined(
     class: CarrierClass,
-    definition: &OperationDefinition,
-    path: &DefinedPath,
+    definition: OperationDefinition,
     invocation: &ResolvedInvocation,
 ) -> Result<Vec<Tensor>> {
     let name = definition.name();
     let call = invocation.call();
-    if !call.definition().same_as(definition) {
+    if !call.definition().same_as(&definition) {
         return Err(Error::Type(format!(
             "an operation dispatched as '{name}' by {class} cannot run a '{}' invocation",
             call.definition().name()
@@ -322,27 +306,9 @@ fn forward_defined(
             other.carrier().class()
         )));
     }
-    let carrier = first.carrier();
-    carrier.check_capability(invocation.plan())?;
-    let versions = Versions::of(invocation);
-    let scope = ProviderScope::open();
-    let (outputs, result_classes) = match path {
-        DefinedPath::Kernels(kernels) => (kernels.execute(invocation)?, None),
-        DefinedPath::Composite(composite) => {
-            let (outputs, classes) = composite.execute(carrier, invocation)?;
-            (outputs, Some(classes))
-        }
-    };
-    validate(
-        invocation,
-        class,
-        result_classes.as_deref(),
-        &outputs,
-        &versions,
-        &scope,
-    )?;
-    drop(scope);
-    Ok(outputs)
+    definition
+        .run_resolved(first.carrier(), invocation)
+        .map(Outputs::into_vec)
 }
 
 impl ErasedCarrier for DefinedBody {

@@ -4,6 +4,8 @@
 //! carriers), the first accepting kernel pattern of a kernel-backed definition or the composite
 //! provider of a dependent definition, and validate its results before publishing them.
 
+use std::sync::Arc;
+
 use crate::carrier::{Carrier, CarrierClass};
 use crate::error::{Error, Result};
 use crate::operation::definition::{operation_definition, OperationDefinition};
@@ -41,6 +43,8 @@ pub(crate) enum Outputs {
     One([Tensor; 1]),
     /// Any number of results.
     Many(Vec<Tensor>),
+    /// The results a provider published, shared with its `ProviderResult`.
+    Shared(Arc<[Tensor]>),
 }
 
 impl Outputs {
@@ -49,6 +53,7 @@ impl Outputs {
         match self {
             Outputs::One(one) => one,
             Outputs::Many(many) => many,
+            Outputs::Shared(shared) => shared,
         }
     }
 
@@ -57,6 +62,7 @@ impl Outputs {
         match self {
             Outputs::One([one]) => vec![one],
             Outputs::Many(many) => many,
+            Outputs::Shared(shared) => shared.to_vec(),
         }
     }
 
@@ -65,9 +71,10 @@ impl Outputs {
         match self {
             Outputs::One([one]) => Ok(one),
             Outputs::Many(mut many) if many.len() == 1 => Ok(many.remove(0)),
-            Outputs::Many(many) => Err(Error::Value(format!(
+            Outputs::Shared(shared) if shared.len() == 1 => Ok(shared[0].clone()),
+            other => Err(Error::Value(format!(
                 "'{name}' returned {} results where one was expected",
-                many.len()
+                other.as_slice().len()
             ))),
         }
     }
@@ -104,8 +111,6 @@ impl OperationDefinition {
                 self.name()
             )));
         };
-        let carrier = first.carrier();
-        carrier.check_capability(invocation.plan())?;
         let recording = crate::autograd::would_record(&invocation);
         if recording && invocation.results().iter().any(|r| r.alias_of().is_some()) {
             return Err(Error::Value(format!(
@@ -113,11 +118,28 @@ impl OperationDefinition {
                 self.name()
             )));
         }
-        let versions = Versions::of(&invocation);
+        let outputs = self.run_resolved(first.carrier(), &invocation)?;
+        if recording {
+            crate::autograd::record(&invocation, outputs.as_slice())?;
+        }
+        Ok(outputs)
+    }
+
+    /// Gate, execute, validate: what every resolved invocation goes through on the carrier
+    /// `carrier` that decides it, whether it came from a call or from a dispatched
+    /// operation's forward. The gate and the execution read the same execution authority;
+    /// nothing is published unless the results pass validation.
+    pub(crate) fn run_resolved(
+        &self,
+        carrier: &Carrier,
+        invocation: &ResolvedInvocation,
+    ) -> Result<Outputs> {
+        carrier.check_capability(invocation.plan())?;
+        let versions = Versions::of(invocation);
         let scope = ProviderScope::open();
-        let (outputs, result_classes) = self.execute(carrier, &invocation)?;
+        let (outputs, result_classes) = self.execute(carrier, invocation)?;
         validate(
-            &invocation,
+            invocation,
             carrier.class(),
             result_classes.as_deref(),
             outputs.as_slice(),
@@ -125,9 +147,6 @@ impl OperationDefinition {
             &scope,
         )?;
         drop(scope);
-        if recording {
-            crate::autograd::record(&invocation, outputs.as_slice())?;
-        }
         Ok(outputs)
     }
 
@@ -142,10 +161,10 @@ impl OperationDefinition {
     ) -> Result<(Outputs, Option<Vec<CarrierClass>>)> {
         if let Some(composite) = carrier.composite_provider() {
             let (outputs, classes) = composite.execute(carrier, invocation)?;
-            return Ok((Outputs::Many(outputs), Some(classes)));
+            return Ok((Outputs::Shared(outputs), Some(classes)));
         }
         let outputs = match carrier.kernel_execution_set() {
-            Some(kernels) => Outputs::Many(kernels.execute(invocation)?),
+            Some(kernels) => Outputs::Shared(kernels.execute(invocation)?),
             None => match (self.builtin(), carrier.builtin_kernel()) {
                 (Some(builtin), Some(kernel)) => Outputs::One([kernel(builtin, invocation)?]),
                 _ => Outputs::Many(

@@ -124,7 +124,7 @@ impl CompositeProvider {
         &self,
         carrier: &Carrier,
         invocation: &ResolvedInvocation,
-    ) -> Result<(Vec<Tensor>, Vec<CarrierClass>)> {
+    ) -> Result<(Arc<[Tensor]>, Vec<CarrierClass>)> {
         let name = invocation.call().definition().name();
         let classes = guarded(carrier, "result_carriers", || {
             (self.inner.result_carriers)(carrier, invocation)
@@ -152,8 +152,8 @@ impl CompositeProvider {
             CompositePreparation::Composite(prepared) => prepared,
         };
         let submitted = prepared.submit_for(|| provider_name(carrier))?;
-        let result = guarded(carrier, "wait", || submitted.wait())?;
-        Ok((result.outputs().to_vec(), classes))
+        let result = guarded(carrier, "wait", || submitted.into_value())?;
+        Ok((result.into_outputs(), classes))
     }
 }
 

@@ -364,7 +364,7 @@ impl ExecutionSet {
     /// Prepares the matching candidates in order until one returns prepared work, submits
     /// it once and waits for its outputs. `UnsupportedOperationPlan` with the ordered
     /// reasons when every candidate declines; any other preparation error is terminal.
-    pub(crate) fn execute(&self, invocation: &ResolvedInvocation) -> Result<Vec<Tensor>> {
+    pub(crate) fn execute(&self, invocation: &ResolvedInvocation) -> Result<Arc<[Tensor]>> {
         let definition = invocation.call().definition();
         let order = self
             .candidates
@@ -399,8 +399,8 @@ impl ExecutionSet {
             }
             let name = || pattern.provider_name(self.class);
             let submitted = kernel.submit_for(name)?;
-            let result = guard(name, "wait", || submitted.wait())?;
-            return Ok(result.outputs().to_vec());
+            let result = guard(name, "wait", || submitted.into_value())?;
+            return Ok(result.into_outputs());
         }
         if reasons.is_empty() {
             reasons.push(format!(

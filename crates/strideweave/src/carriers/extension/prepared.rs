@@ -49,6 +49,14 @@ impl<T: Clone + Send + Sync> Submitted<T> {
             Submitted::Pending(completion) => completion.wait(),
         }
     }
+
+    /// [`wait`](Self::wait), consuming the submission: a ready value moves out uncopied.
+    pub(crate) fn into_value(self) -> Result<T> {
+        match self {
+            Submitted::Ready(value) => Ok(value),
+            Submitted::Pending(completion) => completion.wait(),
+        }
+    }
 }
 
 impl<T: Clone + Send + Sync> Clone for Submitted<T> {

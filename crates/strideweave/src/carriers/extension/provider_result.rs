@@ -37,6 +37,12 @@ impl ProviderResult {
     pub fn outputs(&self) -> &[Tensor] {
         &self.outputs
     }
+
+    /// The outputs, shared with this result rather than copied: what the dispatcher
+    /// validates and publishes.
+    pub(crate) fn into_outputs(self) -> Arc<[Tensor]> {
+        self.outputs
+    }
 }
 
 impl fmt::Debug for ProviderResult {
