@@ -24,6 +24,16 @@ pub(crate) fn materialize(target: &Tensor, grad: &Tensor) -> Result<Tensor> {
     let same_class = grad.carrier().class() == target.carrier().class();
     if layout.is_injective() {
         if *layout == canonical && same_class {
+            // A fresh gradient a dependent class built for this engine (a streamed tiled
+            // backward's) is kept as it is: copying it would stream it once more.
+            let adopted = grad
+                .carrier()
+                .composite_provider()
+                .and_then(|composite| composite.autograd())
+                .is_some_and(|hooks| hooks.adopt_gradient(grad));
+            if adopted && target.offset() == 0 && grad.offset() == 0 {
+                return Ok(grad.clone());
+            }
             // A multiplication by one is an exact copy into fresh canonical storage, on any
             // class that executes it.
             match ops::mul(grad, 1.0) {

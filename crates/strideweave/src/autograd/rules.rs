@@ -34,13 +34,37 @@ pub(crate) fn rule_for(
             definition.name()
         )));
     };
-    Ok(builtin.spec().vjp.map(|rule| {
+    // A dependent class may stream its own backward of the operations it executed.
+    let dispatcher = invocation
+        .call()
+        .operands()
+        .iter()
+        .find_map(Operand::as_tensor)
+        .map(|t| t.carrier().clone());
+    let own = dispatcher.as_ref().and_then(|carrier| {
+        carrier
+            .composite_provider()?
+            .autograd()?
+            .backward_rule(invocation)
+    });
+    if let Some(rule) = own {
+        return Ok(Some(rule));
+    }
+    Ok(builtin_rule(builtin, invocation))
+}
+
+/// The rule `builtin`'s spec declares for `invocation` (`None` without gradients).
+pub(crate) fn builtin_rule(
+    builtin: Builtin,
+    invocation: &ResolvedInvocation,
+) -> Option<Box<dyn BackwardRule>> {
+    builtin.spec().vjp.map(|rule| {
         Box::new(BuiltinRule {
             builtin,
             rule,
             invocation: invocation.clone(),
         }) as Box<dyn BackwardRule>
-    }))
+    })
 }
 
 /// The saved `inputs` made computable with the cotangent `g`: an input on another carrier

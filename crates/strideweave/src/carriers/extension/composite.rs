@@ -56,6 +56,23 @@ struct CompositeInner {
 #[derive(Clone)]
 pub struct CompositeProvider {
     inner: Arc<CompositeInner>,
+    autograd: Option<Arc<dyn CompositeAutograd>>,
+}
+
+/// The framework-internal autograd of a shipped dependent class (TiledEvictable): its own
+/// backward rules for the operations it executes, and the gradients it may hand to the
+/// engine without a copy.
+pub(crate) trait CompositeAutograd: Send + Sync {
+    /// The backward rule of `invocation` (a built-in this class executed), or `None` for the
+    /// built-in rule.
+    fn backward_rule(
+        &self,
+        invocation: &ResolvedInvocation,
+    ) -> Option<Box<dyn crate::autograd::BackwardRule>>;
+
+    /// Whether `grad`, on this class, is a fresh gradient the engine may keep as it is
+    /// (asked once per buffer: a second ask answers `false`).
+    fn adopt_gradient(&self, grad: &Tensor) -> bool;
 }
 
 /// Runs the composite provider's `callback` for `carrier` under the provider guard.
@@ -94,7 +111,21 @@ impl CompositeProvider {
                 result_carriers: Box::new(result_carriers),
                 prepare: Box::new(prepare),
             }),
+            autograd: None,
         }
+    }
+
+    /// This provider with the framework-internal autograd `hooks`.
+    pub(crate) fn with_autograd(self, hooks: Arc<dyn CompositeAutograd>) -> CompositeProvider {
+        CompositeProvider {
+            autograd: Some(hooks),
+            ..self
+        }
+    }
+
+    /// The framework-internal autograd hooks, if any.
+    pub(crate) fn autograd(&self) -> Option<&Arc<dyn CompositeAutograd>> {
+        self.autograd.as_ref()
     }
 
     /// The frozen capability snapshot of the constructed dependent `carrier`: the callback's

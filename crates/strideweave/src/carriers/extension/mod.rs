@@ -21,6 +21,7 @@ mod unsupported;
 
 pub use bulk::{read_f32s, read_i32s};
 pub use completion::{CompletionCell, ProviderCompletion};
+pub(crate) use composite::CompositeAutograd;
 pub use composite::{CompositePreparation, CompositeProvider};
 pub use definition::CarrierDefinition;
 pub use execution_interface::{

@@ -29,6 +29,7 @@ mod tile_state;
 mod tile_stream;
 mod tile_table;
 mod tile_transfer;
+mod tiled_backward;
 mod tiled_definition;
 mod tiled_evictable;
 mod tiled_operand;

@@ -88,6 +88,9 @@ pub(crate) struct TileTable {
     inner: Mutex<TableInner>,
     /// Notified whenever pins are released or a request is published or finished.
     changed: Condvar,
+    /// Set when a streamed backward built this carrier as a gradient: the autograd engine may
+    /// keep it without a copy, once.
+    pub(crate) fresh_gradient: std::sync::atomic::AtomicBool,
 }
 
 /// Which way a residency request moves tiles.
@@ -148,6 +151,7 @@ impl TileTable {
                 next_request: 0,
             }),
             changed: Condvar::new(),
+            fresh_gradient: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -7,6 +7,7 @@ use crate::carrier::{CarrierClass, CarrierType, ClassKind};
 use crate::carriers::extension::{
     register_carrier_definition, CarrierDefinition, CarrierFacet, CompositeProvider,
 };
+use crate::carriers::tiled::tiled_backward::TiledAutograd;
 use crate::carriers::tiled::tiled_operations;
 use crate::carriers::tiled::tiled_state::tiled_storage;
 use crate::carriers::tiled::TileResidency;
@@ -40,5 +41,5 @@ fn register() -> Result<CarrierClass> {
 /// The composite provider: the six central operations on raw tiled operands (see
 /// `tiled_operations`).
 fn composite() -> CompositeProvider {
-    tiled_operations::composite()
+    tiled_operations::composite().with_autograd(Arc::new(TiledAutograd))
 }

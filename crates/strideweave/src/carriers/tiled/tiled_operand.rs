@@ -116,6 +116,12 @@ impl TiledOperand {
         })
     }
 
+    /// Whether the tensor is the canonical layout of the logical shape at offset 0 (its tile
+    /// views are its tiles' slots in tile-local canonical order).
+    pub(crate) fn is_canonical(&self) -> bool {
+        self.placement == Placement::Canonical
+    }
+
     /// The geometry.
     pub(crate) fn grid(&self) -> &TileGrid {
         &self.grid
@@ -129,6 +135,11 @@ impl TiledOperand {
     /// The tile shape.
     pub(crate) fn tile_shape(&self) -> &[usize] {
         self.grid.tile_shape()
+    }
+
+    /// The TiledEvictable carrier of the operand (its factory makes gradients like it).
+    pub(crate) fn tier_owner(&self) -> &Carrier {
+        self.tensor.carrier()
     }
 
     /// The owned tier carrier `tier`.

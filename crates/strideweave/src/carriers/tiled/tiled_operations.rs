@@ -161,7 +161,7 @@ pub(crate) fn streamed_operands(
 /// How many items may be in flight: bounded, per operand carrier with a
 /// [`primary_capacity`](crate::carriers::ResidencyPolicy::primary_capacity), by the capacity
 /// left after its resident tiles divided by the tiles one item stages for it; at least 1.
-fn prefetch_depth(operands: &[TiledOperand], items: &[Vec<Fetch>]) -> usize {
+pub(crate) fn prefetch_depth(operands: &[TiledOperand], items: &[Vec<Fetch>]) -> usize {
     let mut depth = UNBOUNDED_DEPTH;
     for (k, operand) in operands.iter().enumerate() {
         let Some(capacity) = operand

@@ -61,6 +61,22 @@ impl Work {
         &self.items
     }
 
+    /// The kind of work.
+    pub(crate) fn kind(&self) -> WorkKind {
+        self.kind
+    }
+
+    /// The output blocks item `index` contributes to (canonical indices over the output
+    /// grid).
+    pub(crate) fn targets(&self, index: usize) -> &[usize] {
+        &self.targets[index]
+    }
+
+    /// The dense output's shape and its block (tile) shape.
+    pub(crate) fn output_blocks(&self) -> (&[usize], &[usize]) {
+        (&self.out_shape, &self.out_tile)
+    }
+
     fn elementwise(name: &str, operands: &[TiledOperand]) -> Result<Work> {
         let rank = operands.first().map_or(0, |o| o.logical().len());
         if let Some(other) = operands.iter().find(|o| o.logical().len() != rank) {
@@ -407,7 +423,7 @@ impl WorkState<'_> {
 }
 
 /// The one result of a per-tile call.
-fn single(mut results: Vec<Tensor>) -> Result<Tensor> {
+pub(crate) fn single(mut results: Vec<Tensor>) -> Result<Tensor> {
     match results.len() {
         1 => Ok(results.remove(0)),
         n => Err(Error::Runtime(format!(

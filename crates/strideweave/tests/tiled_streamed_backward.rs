@@ -1,0 +1,344 @@
+//! The streamed backward of the tiled operations (docs/tiers.md, Streamed backward): it asks
+//! the policy for a `Backward` plan, streams the saved tiled operands through the primary
+//! tier within the capacity, matches the dense backward for every tiled operation, gives a
+//! TiledEvictable leaf a TiledEvictable gradient on the same tier classes, and a failing tier
+//! move during it assigns no gradient, keeps every tile valid and can be retried.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::tiled::{Faults, Faulty};
+use strideweave::autograd::grad;
+use strideweave::carrier::{Carrier, CarrierClass};
+use strideweave::carriers::{
+    Cpu, ResidencyPlan, ResidencyPolicy, ResidencyPurpose, TileLocation, TileProgress, TileSet,
+    TiledEvictable,
+};
+use strideweave::{ops, ErrorKind, Result, Shape, Tensor};
+
+fn wavy(n: usize, seed: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| (((i * 7 + seed * 13) % 23) as f64 - 11.0) / 4.0)
+        .collect()
+}
+
+fn numbers(t: &Tensor) -> Vec<f64> {
+    t.to_values()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
+fn assert_close(actual: &[f64], expected: &[f64], what: &str) {
+    assert_eq!(actual.len(), expected.len(), "{what}");
+    for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
+        assert!(
+            (a - e).abs() <= 1e-4 * e.abs().max(1.0),
+            "{what}: element {i} is {a}, expected {e}"
+        );
+    }
+}
+
+fn set(coordinates: &[&[usize]]) -> TileSet {
+    TileSet::new(coordinates.iter().map(|c| c.to_vec())).unwrap()
+}
+
+/// A policy bounding the primary tier, recording the purposes it is asked to plan for and
+/// the progress reports; for `Backward` it may suggest promoting some tiles.
+#[derive(Debug)]
+struct Bounded {
+    capacity: usize,
+    backward_promote: TileSet,
+    asked: Mutex<Vec<ResidencyPurpose>>,
+    reports: Mutex<Vec<TileProgress>>,
+}
+
+impl Bounded {
+    fn new(capacity: usize, backward_promote: TileSet) -> Arc<Bounded> {
+        Arc::new(Bounded {
+            capacity,
+            backward_promote,
+            asked: Mutex::new(Vec::new()),
+            reports: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+impl ResidencyPolicy for Bounded {
+    fn plan(&self, _: &TileSet, purpose: ResidencyPurpose) -> Result<ResidencyPlan> {
+        self.asked.lock().unwrap().push(purpose);
+        let promote = match purpose {
+            ResidencyPurpose::Backward => self.backward_promote.clone(),
+            _ => TileSet::empty(),
+        };
+        ResidencyPlan::new(promote, TileSet::empty(), TileSet::empty())
+    }
+    fn primary_capacity(&self) -> Option<usize> {
+        Some(self.capacity)
+    }
+    fn on_progress(&self, progress: &TileProgress) {
+        self.reports.lock().unwrap().push(progress.clone());
+    }
+}
+
+/// A TiledEvictable of `values` (canonical) seeded on a full Faulty secondary (another class
+/// than the CPU primary, so every tile is staged), with `policy`.
+fn out_of_core(
+    faults: &Arc<Faults>,
+    values: &[f64],
+    grid: &[usize],
+    tile: &[usize],
+    policy: Arc<Bounded>,
+) -> Tensor {
+    let carrier = TiledEvictable::carrier(
+        &Cpu::from_f32(&[], true).unwrap(),
+        &Faulty::carrier(faults, values),
+        grid,
+        tile,
+        Some(policy),
+    )
+    .unwrap();
+    let shape = TiledEvictable::logical_shape(&carrier).unwrap();
+    Tensor::compact(carrier, Shape::new(shape).unwrap()).unwrap()
+}
+
+fn dense(values: &[f64], shape: &[usize]) -> Tensor {
+    let values: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+    Tensor::compact(
+        Cpu::from_f32(&values, true).unwrap(),
+        Shape::new(shape.to_vec()).unwrap(),
+    )
+    .unwrap()
+}
+
+fn ones(n: usize) -> Tensor {
+    dense(&vec![1.0; n], &[n])
+}
+
+fn locations(carrier: &Carrier) -> Vec<TileLocation> {
+    let grid = TiledEvictable::grid_shape(carrier).unwrap();
+    let count: usize = grid.iter().product();
+    (0..count)
+        .map(|mut index| {
+            let coord: Vec<usize> = grid
+                .iter()
+                .map(|&g| {
+                    let c = index % g;
+                    index /= g;
+                    c
+                })
+                .collect();
+            TiledEvictable::tile_state(carrier, &coord)
+                .unwrap()
+                .location()
+        })
+        .collect()
+}
+
+type Op = Box<dyn Fn(&[Tensor]) -> Result<Tensor>>;
+
+#[test]
+fn the_streamed_backward_of_every_tiled_operation_matches_the_dense_backward() {
+    // (name, operation, geometries (grid, tile) of its tensor operands)
+    type Geometry = Vec<(Vec<usize>, Vec<usize>)>;
+    let cases: Vec<(&str, Op, Geometry)> = vec![
+        (
+            "add",
+            Box::new(|t| ops::add(&t[0], &t[1])),
+            vec![(vec![3, 2], vec![2, 2]); 2],
+        ),
+        (
+            "add broadcasting",
+            Box::new(|t| ops::add(&t[0], &t[1])),
+            vec![(vec![3, 2], vec![2, 2]), (vec![3, 1], vec![2, 1])],
+        ),
+        (
+            "elementwise_mul",
+            Box::new(|t| ops::elementwise_mul(&t[0], &t[1])),
+            vec![(vec![3, 2], vec![2, 2]); 2],
+        ),
+        (
+            "mul",
+            Box::new(|t| ops::mul(&t[0], &t[1])),
+            vec![(vec![2, 2], vec![2, 3]); 2],
+        ),
+        (
+            "mul by a scalar",
+            Box::new(|t| ops::mul(&t[0], -1.5)),
+            vec![(vec![3, 2], vec![2, 2])],
+        ),
+        (
+            "relu",
+            Box::new(|t| ops::relu(&t[0])),
+            vec![(vec![3, 2], vec![2, 2])],
+        ),
+        (
+            "reduce_sum",
+            Box::new(|t| ops::reduce_sum(&t[0])),
+            vec![(vec![3, 2], vec![2, 2])],
+        ),
+        (
+            "matmul",
+            Box::new(|t| ops::matmul(&t[0], &t[1])),
+            vec![(vec![2, 3], vec![2, 2]), (vec![3, 3], vec![1, 2])],
+        ),
+    ];
+    for (name, op, geometry) in cases {
+        let faults = Faults::new();
+        let policy = Bounded::new(2, TileSet::empty());
+        let mut tiled = Vec::new();
+        let mut plain = Vec::new();
+        for (k, (grid, tile)) in geometry.iter().enumerate() {
+            let shape: Vec<usize> = grid.iter().zip(tile).map(|(g, t)| g * t).collect();
+            let values = wavy(shape.iter().product(), 3 + k);
+            tiled.push(out_of_core(&faults, &values, grid, tile, policy.clone()));
+            plain.push(dense(&values, &shape));
+        }
+        for t in tiled.iter().chain(&plain) {
+            t.set_requires_grad(true).unwrap();
+        }
+        let before: Vec<Vec<TileLocation>> = tiled.iter().map(|t| locations(t.carrier())).collect();
+        let out = op(&tiled).unwrap();
+        let reference = op(&plain).unwrap();
+        let noise: Vec<f32> = wavy(out.size(), 11).iter().map(|&v| v as f32).collect();
+        let cotangent =
+            Tensor::compact(Cpu::from_f32(&noise, true).unwrap(), out.shape().clone()).unwrap();
+        policy.asked.lock().unwrap().clear();
+        let streamed = grad(&[out], &tiled, &[Some(cotangent.clone())], false).unwrap();
+        let expected = grad(&[reference], &plain, &[Some(cotangent)], false).unwrap();
+        let asked = policy.asked.lock().unwrap().clone();
+        assert!(
+            !asked.is_empty() && asked.iter().all(|p| *p == ResidencyPurpose::Backward),
+            "{name}: the backward asks for Backward plans, got {asked:?}"
+        );
+        let reports = policy.reports.lock().unwrap().clone();
+        let backward: Vec<&TileProgress> = reports
+            .iter()
+            .filter(|r| r.operation().ends_with(".backward"))
+            .collect();
+        assert!(
+            !backward.is_empty(),
+            "{name}: the backward streams and reports"
+        );
+        assert!(
+            backward.iter().all(|r| r.prefetch_depth() <= 2),
+            "{name}: in-flight items bounded by the capacity of 2 tiles"
+        );
+        for (k, (g, e)) in streamed.iter().zip(&expected).enumerate() {
+            let (g, e) = (g.as_ref().unwrap(), e.as_ref().unwrap());
+            assert_close(&numbers(g), &numbers(e), &format!("{name}: gradient {k}"));
+            // A TiledEvictable leaf's gradient is a TiledEvictable on the same tier classes,
+            // its tiles on the secondary tier (the policy bounds the primary).
+            assert_eq!(g.carrier().class(), tiled[k].carrier().class(), "{name}");
+            let (primary, secondary) = (
+                TiledEvictable::primary(g.carrier()).unwrap(),
+                TiledEvictable::secondary(g.carrier()).unwrap(),
+            );
+            assert_eq!(primary.class(), CarrierClass::of::<Cpu>(), "{name}");
+            assert_eq!(
+                secondary.class(),
+                TiledEvictable::secondary(tiled[k].carrier())
+                    .unwrap()
+                    .class(),
+                "{name}"
+            );
+            assert!(
+                TiledEvictable::primary_tiles(g.carrier())
+                    .unwrap()
+                    .is_empty(),
+                "{name}: no gradient tile on the bounded primary tier"
+            );
+            assert!(TiledEvictable::invalid_tiles(g.carrier())
+                .unwrap()
+                .is_empty());
+        }
+        // The saved operands were streamed, not moved.
+        let after: Vec<Vec<TileLocation>> = tiled.iter().map(|t| locations(t.carrier())).collect();
+        assert_eq!(after, before, "{name}");
+    }
+}
+
+#[test]
+fn a_leaf_gradient_from_backward_is_a_tiled_evictable_kept_without_a_copy() {
+    let faults = Faults::new();
+    let policy = Bounded::new(2, TileSet::empty());
+    let values = wavy(24, 5);
+    let x = out_of_core(&faults, &values, &[3, 2], &[2, 2], policy);
+    x.set_requires_grad(true).unwrap();
+    let sums = ops::reduce_sum(&ops::mul(&x, 3.0).unwrap()).unwrap();
+    sums.backward(Some(&ones(6)), false).unwrap();
+    let g = x.grad().unwrap();
+    assert_eq!(g.carrier().class(), x.carrier().class());
+    assert_eq!(numbers(&g), vec![3.0; 24]);
+    // Kept as the backward built it: a copy by the engine would have rebuilt it slot by
+    // slot, materializing every tile on the primary tier.
+    assert_eq!(
+        TiledEvictable::secondary_tiles(g.carrier()).unwrap().len(),
+        6
+    );
+    assert_eq!(
+        TiledEvictable::dirty_tiles(g.carrier()).unwrap().len(),
+        6,
+        "gradient tiles are written"
+    );
+}
+
+#[test]
+fn a_failing_tier_move_during_backward_assigns_no_gradient_and_retry_succeeds() {
+    let values = wavy(24, 7);
+    let expected = vec![2.0; 24];
+    // 1. The Backward plan promotes tile (0, 0): its seed copy's read fails half way.
+    // 2. A staged tile's copy fails during the stream.
+    // 3. Moving a finished gradient tile onto the secondary tier fails.
+    for (point, arm) in [
+        ("plan move", 0usize),
+        ("staging copy", 1),
+        ("gradient move", 2),
+    ] {
+        let faults = Faults::new();
+        let policy = Bounded::new(2, set(&[&[0, 0]]));
+        let x = out_of_core(&faults, &values, &[3, 2], &[2, 2], policy);
+        x.set_requires_grad(true).unwrap();
+        let loss = ops::reduce_sum(&ops::mul(&x, 2.0).unwrap()).unwrap();
+        let before = locations(x.carrier());
+        let live = faults.live();
+        match arm {
+            0 => Faults::arm(&faults.reads, 2),
+            1 => Faults::arm(&faults.reads, 4 + 4 + 1),
+            _ => Faults::arm(&faults.writes, 5),
+        }
+        let error = loss.backward(Some(&ones(6)), true).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Runtime, "{point}: {error}");
+        assert!(error.to_string().contains("injected"), "{point}: {error}");
+        assert!(x.grad().is_none(), "{point}: no gradient assigned");
+        // Only the plan's own request may have moved a tile, and it commits whole: it failed
+        // at the first point and had landed before the other two.
+        let mut moved = before.clone();
+        if arm > 0 {
+            moved[0] = TileLocation::Primary;
+        }
+        assert_eq!(
+            locations(x.carrier()),
+            moved,
+            "{point}: no other tile moved"
+        );
+        assert!(TiledEvictable::invalid_tiles(x.carrier())
+            .unwrap()
+            .is_empty());
+        assert_eq!(faults.live(), live, "{point}: nothing made is left alive");
+        assert_eq!(numbers(&x), values, "{point}: every tile reads its values");
+        assert_eq!(x.carrier().version(), 0);
+        // The retry succeeds, and its plan now promotes tile (0, 0).
+        loss.backward(Some(&ones(6)), false).unwrap();
+        assert_eq!(numbers(&x.grad().unwrap()), expected, "{point}");
+        assert_eq!(
+            TiledEvictable::tile_state(x.carrier(), &[0, 0])
+                .unwrap()
+                .location(),
+            TileLocation::Primary,
+            "{point}"
+        );
+    }
+}
