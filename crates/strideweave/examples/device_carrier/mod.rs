@@ -1,6 +1,7 @@
 //! The example "Device" carrier, defined entirely through the public carrier-extension API and
-//! shared by `examples/custom_carrier.rs`, `examples/tour.rs` and `benches/extension.rs`
-//! (each includes it with `#[path = "device_carrier/mod.rs"] mod device_carrier;`).
+//! shared by `examples/custom_carrier.rs`, `benches/extension.rs` and the tour
+//! (`crates/strideweave-tour/examples/tour.rs`); each includes it with a `#[path]` attribute
+//! on `mod device_carrier;`.
 //!
 //! - storage over provider-owned `Vec<f32>` slots ([`Slots`]); a result can be *staged* into
 //!   fresh state so that `allocate` adopts it instead of zero-filling;

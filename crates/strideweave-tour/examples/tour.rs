@@ -3,17 +3,20 @@
 //! Run it with `cargo run --release --example tour`. It grows with each capability of the
 //! runtime: the layout algebra every tensor is built on, then carriers, tensors, views and
 //! moves between carriers, operations, autograd, a third-party carrier added through the
-//! carrier extension (`device_carrier/mod.rs`, also run by `examples/custom_carrier.rs`), and
-//! out-of-core work through TiledEvictable.
+//! carrier extension (`crates/strideweave/examples/device_carrier/mod.rs`, also run by
+//! `examples/custom_carrier.rs`), and
+//! out-of-core work through TiledEvictable, and a GPU carrier from another crate
+//! (`strideweave-wgpu`) running a small model's forward pass when an adapter exists.
 
-#[path = "device_carrier/mod.rs"]
+#[path = "../../strideweave/examples/device_carrier/mod.rs"]
 mod device_carrier;
 
 use strideweave::carriers::{Cpu, FileBacked};
 use strideweave::layout::{IndexMap, Layout, Shape, SliceKey};
 use strideweave::movement::move_to;
 use strideweave::operation::call;
-use strideweave::{ops, DType, Result, Tensor, Value};
+use strideweave::{ops, DType, ErrorKind, Result, Tensor, Value};
+use strideweave_wgpu::Gpu;
 
 fn main() -> Result<()> {
     println!("StrideWeave tour\n================\n");
@@ -25,6 +28,7 @@ fn main() -> Result<()> {
     training()?;
     extension()?;
     out_of_core()?;
+    gpu()?;
     Ok(())
 }
 
@@ -492,5 +496,65 @@ fn out_of_core() -> Result<()> {
         "   after promoting two tiles: {} (resident tiles count against the 4-tile bound)\n",
         residency_map(&carrier)?
     );
+    Ok(())
+}
+
+/// Part 9: a GPU carrier from another crate (`strideweave-wgpu`), defined only through the
+/// public carrier extension: the adapter wgpu found, and a small model's forward pass run by
+/// the Gpu class's JIT kernels next to the same pass on the CPU.
+fn gpu() -> Result<()> {
+    println!("9. A GPU carrier from another crate: strideweave-wgpu.");
+    let gpu = match Gpu::shared() {
+        Ok(gpu) => gpu,
+        Err(error) if error.kind() == ErrorKind::NotImplemented => {
+            println!("   no GPU adapter on this machine ({error}); part skipped\n");
+            return Ok(());
+        }
+        Err(error) => return Err(error),
+    };
+    println!("   adapter: {}", gpu.device().adapter());
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut matrix = |rows: usize, columns: usize| -> Result<Tensor> {
+        let values: Vec<f32> = (0..rows * columns).map(|_| noise(&mut state)).collect();
+        Tensor::compact(Cpu::from_f32(&values, true)?, Shape::new((rows, columns))?)
+    };
+    // logits = relu(x·w1ᵀ + b1)·w2ᵀ: 8 samples, 4 features, 16 hidden units, 3 classes.
+    let (x, w1, b1, w2) = (
+        matrix(8, 4)?,
+        matrix(16, 4)?,
+        matrix(1, 16)?,
+        matrix(3, 16)?,
+    );
+    let forward = |x: &Tensor, w1: &Tensor, b1: &Tensor, w2: &Tensor| -> Result<Tensor> {
+        ops::matmul(&ops::relu(&ops::add(&ops::matmul(x, w1)?, b1)?)?, w2)
+    };
+    let on_cpu = forward(&x, &w1, &b1, &w2)?;
+    let uploaded = [&x, &w1, &b1, &w2].map(|t| gpu.upload(t));
+    let [gx, gw1, gb1, gw2] = uploaded;
+    let on_gpu = forward(&gx?, &gw1?, &gb1?, &gw2?)?;
+    println!(
+        "   forward pass of a 4-16-3 perceptron on {} ({} kernels compiled)",
+        on_gpu.carrier().class(),
+        gpu.device().pipeline_counts().0
+    );
+    let back = move_to(
+        &on_gpu,
+        &Cpu::carrier(on_gpu.carrier().size(), DType::FLOAT32, true, false)?,
+    )?;
+    let (gpu_values, cpu_values) = (back.to_values()?, on_cpu.to_values()?);
+    let mut largest = 0.0f64;
+    for (g, c) in gpu_values.iter().zip(&cpu_values) {
+        if let (Value::Float(g), Value::Float(c)) = (g, c) {
+            largest = largest.max((g - c).abs());
+        }
+    }
+    let first: Vec<String> = (0..3)
+        .map(|j| back.get(&(0, j).into()).map(|v| format!("{v}")))
+        .collect::<Result<_>>()?;
+    println!(
+        "   logits of sample 0, moved back to the CPU: [{}]",
+        first.join(", ")
+    );
+    println!("   largest difference from the CPU's forward pass: {largest:.2e}\n");
     Ok(())
 }
