@@ -893,6 +893,243 @@ fn the_forward_of_a_definition_backed_operation_refuses_a_kernel_that_writes_its
     // The pipeline reports the same violation.
     let piped = strideweave::ops::neg(&x).unwrap_err();
     assert_eq!(piped.to_string(), error.to_string());
-    assert_eq!(x.version(), 3);
+    // Both writes were undone: the value and the version are the ones before either call.
+    assert_eq!((floats(&x), x.version()), (vec![1.0], 1));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Item 1: provider work is transactional.
+
+/// Where a scribbling kernel writes its operand and a bystander tensor through the public
+/// API, and how it then ends.
+#[derive(Clone, Copy, Debug)]
+enum Scribble {
+    /// Writes in `prepare`, then `prepare` fails.
+    PrepareThenError,
+    /// Writes in `submit`, then `submit` fails.
+    SubmitThenError,
+    /// Writes in `submit`, then `submit` panics.
+    SubmitThenPanic,
+    /// Writes in `submit` and returns a result of the wrong dtype.
+    SubmitThenInvalidResult,
+    /// Writes in a pending completion's `wait`, which then fails.
+    WaitThenError,
+    /// Writes the bystander only and succeeds: the write is the provider's to keep.
+    BystanderOnly,
+}
+
+/// Work a deferred completion runs when waited on.
+type DeferredWork = Box<dyn FnOnce() -> Result<ProviderResult> + Send>;
+
+/// A completion whose `wait` runs its work once.
+struct Deferred(std::sync::Mutex<Option<DeferredWork>>);
+
+impl strideweave::carriers::extension::ProviderCompletion<ProviderResult> for Deferred {
+    fn done(&self) -> bool {
+        false
+    }
+    fn wait(&self) -> Result<ProviderResult> {
+        let work = self.0.lock().unwrap().take();
+        match work {
+            Some(work) => work(),
+            None => Err(Error::Runtime("waited twice".into())),
+        }
+    }
+}
+
+fn scribbling_neg(class: CarrierClass, bystander: Tensor, mode: Scribble) -> KernelPattern {
+    KernelPattern::new(
+        &operation_definition("neg").unwrap(),
+        [neg_plan()],
+        "scribble",
+        move |invocation: &ResolvedInvocation, interface: &InterfaceHandle| {
+            let input = invocation.call().tensor(0)?.clone();
+            let spec = invocation.results()[0].clone();
+            let (bystander, written) = (bystander.clone(), bystander.clone());
+            let scribble = move |input: &Tensor| -> Result<()> {
+                written.carrier().set(0, Value::Float(99.0))?;
+                written.carrier().set(1, Value::Float(98.0))?;
+                input.carrier().set(1, Value::Float(77.0))
+            };
+            if let Scribble::PrepareThenError = mode {
+                scribble(&input)?;
+                return Err(Error::Runtime("prepare failed after writing".into()));
+            }
+            Ok(Preparation::Kernel(PreparedKernel::new(
+                interface.clone(),
+                move || {
+                    let values: Vec<f64> = floats(&input).into_iter().map(|x| -x).collect();
+                    match mode {
+                        Scribble::PrepareThenError => unreachable!("prepare failed"),
+                        Scribble::SubmitThenError => {
+                            scribble(&input)?;
+                            Err(Error::Runtime("submit failed after writing".into()))
+                        }
+                        Scribble::SubmitThenPanic => {
+                            scribble(&input)?;
+                            panic!("submit panicked after writing")
+                        }
+                        Scribble::SubmitThenInvalidResult => {
+                            scribble(&input)?;
+                            // One element where the spec wants the operand's shape.
+                            let wrong = ResultSpec::canonical(DType::FLOAT32, Shape::new(1)?);
+                            ProviderResult::new([output(class, &wrong, &[0.0])?])
+                                .map(Submitted::Ready)
+                        }
+                        Scribble::WaitThenError => {
+                            let work: DeferredWork = Box::new(move || {
+                                scribble(&input)?;
+                                Err(Error::Runtime("the completion failed after writing".into()))
+                            });
+                            Ok(Submitted::pending(Deferred(std::sync::Mutex::new(Some(
+                                work,
+                            )))))
+                        }
+                        Scribble::BystanderOnly => {
+                            bystander.carrier().set(0, Value::Float(99.0))?;
+                            ProviderResult::new([output(class, &spec, &values)?])
+                                .map(Submitted::Ready)
+                        }
+                    }
+                },
+            )))
+        },
+        0,
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_failing_kernel_leaves_its_operand_and_every_tensor_it_wrote_as_they_were() -> Result<()> {
+    let modes = [
+        (
+            Scribble::PrepareThenError,
+            ErrorKind::Runtime,
+            "prepare failed after writing",
+        ),
+        (
+            Scribble::SubmitThenError,
+            ErrorKind::Runtime,
+            "submit failed after writing",
+        ),
+        (
+            Scribble::SubmitThenPanic,
+            ErrorKind::Runtime,
+            "submit panicked after writing",
+        ),
+        (
+            Scribble::SubmitThenInvalidResult,
+            ErrorKind::Runtime,
+            "result 0 has layout",
+        ),
+        (
+            Scribble::WaitThenError,
+            ErrorKind::Runtime,
+            "the completion failed after writing",
+        ),
+    ];
+    for (i, (mode, kind, message)) in modes.into_iter().enumerate() {
+        let class = independent(&format!("Scribbler{i}"));
+        let bystander = Tensor::compact(
+            strideweave::carriers::Cpu::from_f32(&[1.0, 2.0], true)?,
+            Shape::new(2)?,
+        )?;
+        define_kernels(class, vec![scribbling_neg(class, bystander.clone(), mode)]);
+        let x = tensor(class, &[1.0, 2.0, 3.0])?;
+        let (x_version, b_version) = (x.version(), bystander.version());
+        let error = strideweave::ops::neg(&x).expect_err("the kernel fails");
+        assert_eq!(error.kind(), kind, "{mode:?}: {error}");
+        assert!(error.to_string().contains(message), "{mode:?}: {error}");
+        assert_eq!(
+            floats(&x),
+            [1.0, 2.0, 3.0],
+            "{mode:?}: the operand is restored"
+        );
+        assert_eq!(
+            x.version(),
+            x_version,
+            "{mode:?}: the operand's version is restored"
+        );
+        assert_eq!(
+            floats(&bystander),
+            [1.0, 2.0],
+            "{mode:?}: the bystander is restored"
+        );
+        assert_eq!(
+            bystander.version(),
+            b_version,
+            "{mode:?}: its version is restored"
+        );
+        // The carrier still works, and a retry fails the same way without drifting.
+        let again = strideweave::ops::neg(&x).expect_err("the kernel fails again");
+        assert_eq!(again.kind(), kind);
+        assert_eq!((floats(&x), x.version()), (vec![1.0, 2.0, 3.0], x_version));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_kernel_that_mutates_its_operand_and_succeeds_is_refused_and_undone() -> Result<()> {
+    let class = independent("MutatingScribbler");
+    let bystander = Tensor::compact(
+        strideweave::carriers::Cpu::from_f32(&[1.0, 2.0], true)?,
+        Shape::new(2)?,
+    )?;
+    // Writes the operand in `submit`, then returns a valid result.
+    let mutate = KernelPattern::new(
+        &operation_definition("neg").unwrap(),
+        [neg_plan()],
+        "mutate",
+        move |invocation: &ResolvedInvocation, interface: &InterfaceHandle| {
+            let input = invocation.call().tensor(0)?.clone();
+            let spec = invocation.results()[0].clone();
+            Ok(Preparation::Kernel(PreparedKernel::new(
+                interface.clone(),
+                move || {
+                    let values: Vec<f64> = floats(&input).into_iter().map(|x| -x).collect();
+                    input.carrier().set(0, Value::Float(-5.0))?;
+                    ProviderResult::new([output(class, &spec, &values)?]).map(Submitted::Ready)
+                },
+            )))
+        },
+        0,
+    )?;
+    define_kernels(class, vec![mutate]);
+    let x = tensor(class, &[1.0, 2.0])?;
+    let version = x.version();
+    let error = strideweave::ops::neg(&x).expect_err("an undeclared mutation");
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert!(
+        error
+            .to_string()
+            .contains("tensor operand 0 was mutated by the provider"),
+        "{error}"
+    );
+    assert_eq!((floats(&x), x.version()), (vec![1.0, 2.0], version));
+    let _ = bystander;
+    Ok(())
+}
+
+#[test]
+fn a_succeeding_kernel_keeps_its_writes_to_tensors_that_are_not_operands() -> Result<()> {
+    let class = independent("BystanderScribbler");
+    let bystander = Tensor::compact(
+        strideweave::carriers::Cpu::from_f32(&[1.0, 2.0], true)?,
+        Shape::new(2)?,
+    )?;
+    define_kernels(
+        class,
+        vec![scribbling_neg(
+            class,
+            bystander.clone(),
+            Scribble::BystanderOnly,
+        )],
+    );
+    let x = tensor(class, &[1.0, 2.0])?;
+    let y = strideweave::ops::neg(&x)?;
+    assert_eq!(floats(&y), [-1.0, -2.0]);
+    assert_eq!(floats(&bystander), [99.0, 2.0]);
+    assert_eq!(bystander.version(), 1);
     Ok(())
 }

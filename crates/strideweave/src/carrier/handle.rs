@@ -318,11 +318,13 @@ impl Carrier {
         self.check_writable("write a slot")?;
         self.check_index(index)?;
         let value = self.inner.dtype.normalize(value)?;
+        crate::operation::provider_scope::note_slots(self, [index]);
         self.counted_write(|body, dtype| body.write(index, value, dtype))
     }
 
     /// Writes many already-checked slots at once (scatter); bumps the version by 1.
     pub(crate) fn write_all(&self, writes: &[(usize, Value)]) -> Result<()> {
+        crate::operation::provider_scope::note_slots(self, writes.iter().map(|w| w.0));
         self.counted_write(|body, dtype| body.write_all(writes, dtype))
     }
 
@@ -333,7 +335,6 @@ impl Carrier {
         &self,
         write: impl FnOnce(&dyn ErasedCarrier, DType) -> Result<()>,
     ) -> Result<()> {
-        crate::operation::provider_scope::note_write(self.id());
         let at_start = self.body().versions_at_transfer_start();
         if at_start {
             self.bump_version();
@@ -345,8 +346,21 @@ impl Carrier {
         Ok(())
     }
 
+    /// Moves the version by one (journaled while provider work runs on this thread).
     pub(crate) fn bump_version(&self) {
         self.inner.version.fetch_add(1, Ordering::AcqRel);
+        crate::operation::provider_scope::note_version(self);
+    }
+
+    /// Takes back one version step that failed provider work made.
+    pub(crate) fn unbump_version(&self) {
+        self.inner.version.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The value at an in-range slot, with no state check: what the journal of provider
+    /// work records before a write.
+    pub(crate) fn read_unchecked(&self, index: usize) -> Result<Value> {
+        self.body().read(index, self.inner.dtype)
     }
 
     pub(crate) fn supports_scatter(&self) -> bool {

@@ -73,6 +73,7 @@ impl Carrier {
         let sources: Vec<usize> = source.layout().indices().map(|i| offset + i).collect();
         let from = source.carrier();
         from.check_readable_slots(&sources)?;
+        crate::operation::provider_scope::note_slots(self, targets.iter().copied());
         self.counted_write(|body, dtype| {
             if let Some(copied) = body.copy_slots_from(from, &sources, &targets) {
                 return copied;

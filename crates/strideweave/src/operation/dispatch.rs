@@ -146,7 +146,7 @@ impl OperationDefinition {
             &versions,
             &scope,
         )?;
-        drop(scope);
+        scope.commit();
         Ok(outputs)
     }
 

@@ -197,6 +197,9 @@ fn publish(target: &Target, values: &[Value]) -> Result<Carrier> {
             .map(|slot| carrier.get(slot))
             .collect::<Result<Vec<Value>>>()?
     };
+    if !grow {
+        crate::operation::provider_scope::note_slots(carrier, 0..values.len());
+    }
     for (slot, &value) in normalized.iter().enumerate() {
         if let Err(error) = carrier.write_unversioned(slot, value) {
             for (back, &old) in previous.iter().enumerate().take(slot) {
