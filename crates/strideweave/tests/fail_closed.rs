@@ -1133,3 +1133,188 @@ fn a_succeeding_kernel_keeps_its_writes_to_tensors_that_are_not_operands() -> Re
     assert_eq!(bystander.version(), 1);
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------
+// Item 2: declared in-place mutation.
+
+/// How the in-place kernel behaves.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum InPlace {
+    /// Writes operand 0 twice and returns it.
+    Declared,
+    /// Writes operand 0, then fails.
+    DeclaredThenError,
+    /// Writes operand 1 (not declared) as well.
+    Undeclared,
+}
+
+/// `tx.fill_<mode>(x, y)`: writes `x` in place (declared mutated) and returns it.
+fn in_place_operation(tag: &str) -> Result<strideweave::operation::OperationDefinition> {
+    use strideweave::operation::{
+        define_operation, Arithmetic, BoundOperationCall, OperandKind, OperandPlan, OperandSpec,
+        OperationPlan, OperationSchema, Vjp,
+    };
+    let schema = OperationSchema::new(
+        [
+            OperandSpec::new("x", OperandKind::Tensor, true)?,
+            OperandSpec::new("y", OperandKind::Tensor, true)?,
+        ],
+        [],
+    )?;
+    let resolve = |call: &BoundOperationCall| -> Result<ResolvedInvocation> {
+        let x = call.tensor(0)?;
+        let plan = OperationPlan::new(
+            call.definition().name(),
+            [
+                OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32)?,
+                OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32)?,
+            ],
+            Arithmetic::Binary32,
+            None,
+            None,
+            DType::FLOAT32,
+        )?;
+        let result = ResultSpec::new(DType::FLOAT32, x.layout().clone()).aliasing(0);
+        ResolvedInvocation::new(call.clone(), plan, [result], [], None)?.with_mutated_operands([0])
+    };
+    define_operation(
+        &format!("inplace{tag}.fill"),
+        schema,
+        resolve,
+        None,
+        Vjp::NonDifferentiable,
+    )
+}
+
+/// A kernel-backed class whose one pattern runs the in-place operation `operation` as `mode`.
+fn in_place_class(
+    tag: &str,
+    operation: &strideweave::operation::OperationDefinition,
+    mode: InPlace,
+) -> Result<CarrierClass> {
+    use strideweave::operation::{Arithmetic, OperandPlan, OperationPlan};
+    let class = independent(&format!("InPlace{tag}"));
+    let plan = OperationPlan::new(
+        operation.name(),
+        [
+            OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32)?,
+            OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32)?,
+        ],
+        Arithmetic::Binary32,
+        None,
+        None,
+        DType::FLOAT32,
+    )?;
+    let pattern = KernelPattern::new(
+        operation,
+        [OperationCapability::from_plan(plan)],
+        "inplace.fill",
+        move |invocation: &ResolvedInvocation, interface: &InterfaceHandle| {
+            let (x, y) = (
+                invocation.call().tensor(0)?.clone(),
+                invocation.call().tensor(1)?.clone(),
+            );
+            Ok(Preparation::Kernel(PreparedKernel::new(
+                interface.clone(),
+                move || {
+                    let ys = floats(&y);
+                    for (i, v) in ys.iter().enumerate() {
+                        x.carrier().set(i, Value::Float(-1.0))?;
+                        x.carrier().set(i, Value::Float(*v))?;
+                    }
+                    match mode {
+                        InPlace::Declared => {}
+                        InPlace::DeclaredThenError => {
+                            return Err(Error::Runtime("the in-place kernel failed".into()))
+                        }
+                        InPlace::Undeclared => y.carrier().set(0, Value::Float(0.5))?,
+                    }
+                    ProviderResult::new([x.clone()]).map(Submitted::Ready)
+                },
+            )))
+        },
+        0,
+    )?;
+    define_kernels(class, vec![pattern]);
+    Ok(class)
+}
+
+#[test]
+fn a_declared_in_place_write_is_kept_and_moves_the_version_once() -> Result<()> {
+    let operation = in_place_operation("Kept")?;
+    let class = in_place_class("Kept", &operation, InPlace::Declared)?;
+    let x = tensor(class, &[1.0, 2.0, 3.0])?;
+    let y = tensor(class, &[7.0, 8.0, 9.0])?;
+    let (xv, yv) = (x.version(), y.version());
+    let out = operation.call(vec![x.clone().into(), y.clone().into()], &[])?;
+    assert!(out[0].same_as(&x), "the result is operand 0 itself");
+    assert_eq!(floats(&x), [7.0, 8.0, 9.0]);
+    // Six writes, one publication.
+    assert_eq!(x.version(), xv + 1);
+    assert_eq!((floats(&y), y.version()), (vec![7.0, 8.0, 9.0], yv));
+    Ok(())
+}
+
+#[test]
+fn a_failing_in_place_kernel_and_an_undeclared_write_are_undone() -> Result<()> {
+    for (tag, mode, message) in [
+        (
+            "Failing",
+            InPlace::DeclaredThenError,
+            "the in-place kernel failed",
+        ),
+        (
+            "Undeclared",
+            InPlace::Undeclared,
+            "tensor operand 1 was mutated by the provider",
+        ),
+    ] {
+        let operation = in_place_operation(tag)?;
+        let class = in_place_class(tag, &operation, mode)?;
+        let x = tensor(class, &[1.0, 2.0])?;
+        let y = tensor(class, &[7.0, 8.0])?;
+        let (xv, yv) = (x.version(), y.version());
+        let error = operation
+            .call(vec![x.clone().into(), y.clone().into()], &[])
+            .expect_err("the call fails");
+        assert_eq!(error.kind(), ErrorKind::Runtime, "{mode:?}");
+        assert!(error.to_string().contains(message), "{mode:?}: {error}");
+        assert_eq!((floats(&x), x.version()), (vec![1.0, 2.0], xv), "{mode:?}");
+        assert_eq!((floats(&y), y.version()), (vec![7.0, 8.0], yv), "{mode:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn mutated_operands_name_distinct_tensor_operands_and_refuse_recording() -> Result<()> {
+    let operation = in_place_operation("Checked")?;
+    let class = in_place_class("Checked", &operation, InPlace::Declared)?;
+    let x = tensor(class, &[1.0])?;
+    let y = tensor(class, &[2.0])?;
+    let bound = operation.bind(vec![x.clone().into(), y.clone().into()], &[])?;
+    let resolved = operation.resolve(&bound)?;
+    assert_eq!(resolved.mutated_operands(), [0]);
+    let twice = resolved.clone().with_mutated_operands([1, 1]).unwrap_err();
+    assert_eq!(twice.kind(), ErrorKind::Value);
+    assert_eq!(
+        twice.to_string(),
+        "value error: 'inplaceChecked.fill' declares operand 1 mutated twice"
+    );
+    let outside = resolved.with_mutated_operands([2]).unwrap_err();
+    assert_eq!(
+        outside.to_string(),
+        "value error: mutated_operands index 2 of 'inplaceChecked.fill' is not a tensor operand"
+    );
+    // Recording an in-place write is refused before the kernel runs.
+    y.set_requires_grad(true)?;
+    let error = operation
+        .call(vec![x.clone().into(), y.clone().into()], &[])
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert!(
+        error.to_string().contains("writes operands [0] in place"),
+        "{error}"
+    );
+    assert_eq!((floats(&x), x.version()), (vec![1.0], 1));
+    Ok(())
+}

@@ -352,6 +352,12 @@ impl Carrier {
         crate::operation::provider_scope::note_version(self);
     }
 
+    /// Sets the version after a kernel's declared in-place writes: `version` is one past
+    /// the version before the call, however many writes the kernel made.
+    pub(crate) fn publish_version(&self, version: u64) {
+        self.inner.version.store(version, Ordering::Release);
+    }
+
     /// Takes back one version step that failed provider work made.
     pub(crate) fn unbump_version(&self) {
         self.inner.version.fetch_sub(1, Ordering::AcqRel);

@@ -112,6 +112,13 @@ impl OperationDefinition {
             )));
         };
         let recording = crate::autograd::would_record(&invocation);
+        if recording && !invocation.mutated_operands().is_empty() {
+            return Err(Error::Value(format!(
+                "'{}' writes operands {:?} in place, which cannot be recorded for gradients; call it under no_grad",
+                self.name(),
+                invocation.mutated_operands()
+            )));
+        }
         if recording && invocation.results().iter().any(|r| r.alias_of().is_some()) {
             return Err(Error::Value(format!(
                 "'{}' returns an operand as its result, which cannot be recorded for gradients; call it under no_grad",
@@ -147,6 +154,7 @@ impl OperationDefinition {
             &scope,
         )?;
         scope.commit();
+        publish_mutations(invocation, &versions);
         Ok(outputs)
     }
 
@@ -239,6 +247,26 @@ fn operand_versions(invocation: &ResolvedInvocation) -> impl Iterator<Item = u64
         .map(Tensor::version)
 }
 
+/// Moves the version of every operand the invocation declares mutated to exactly one past
+/// its version before the call: the kernel's writes are one publication.
+fn publish_mutations(invocation: &ResolvedInvocation, versions: &Versions) {
+    let mutated = invocation.mutated_operands();
+    if mutated.is_empty() {
+        return;
+    }
+    let tensors = invocation
+        .call()
+        .operands()
+        .iter()
+        .enumerate()
+        .filter_map(|(index, operand)| Some((index, operand.as_tensor()?)));
+    for ((index, tensor), &before) in tensors.zip(versions.as_slice()) {
+        if mutated.contains(&index) {
+            tensor.carrier().publish_version(before + 1);
+        }
+    }
+}
+
 /// The publication check: results match their specifications exactly (on `class`, or on
 /// the declared `result_classes` of a composite provider) and no operand was mutated (a
 /// `ProviderContract` error otherwise). An operand whose version moved with no write by the
@@ -320,11 +348,20 @@ pub(crate) fn validate(
             return contract(format!("result {i} shares storage with an operand"));
         }
     }
-    let changed = operands()
+    let mutated = invocation.mutated_operands();
+    let changed = invocation
+        .call()
+        .operands()
+        .iter()
+        .enumerate()
+        .filter_map(|(index, operand)| Some((index, operand.as_tensor()?)))
         .zip(versions.as_slice())
         .enumerate()
-        .find(|(_, (tensor, &version))| tensor.version() != version);
-    if let Some((position, (tensor, _))) = changed {
+        .find(|(_, ((index, tensor), &version))| {
+            tensor.version() != version && !mutated.contains(index)
+        })
+        .map(|(position, ((_, tensor), _))| (position, tensor));
+    if let Some((position, tensor)) = changed {
         if scope.wrote(tensor.carrier().id()) {
             return contract(format!(
                 "tensor operand {position} was mutated by the provider"

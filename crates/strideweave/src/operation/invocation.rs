@@ -329,6 +329,8 @@ pub struct ResolvedInvocation {
     plan: OperationPlan,
     results: ResultList,
     saved_operands: SavedList,
+    /// The operands a kernel may write in place (empty for every built-in).
+    mutated_operands: SavedList,
     /// The kernel id when it is not the operation name.
     kernel_id: Option<Arc<str>>,
 }
@@ -411,8 +413,48 @@ impl ResolvedInvocation {
             plan,
             results,
             saved_operands: saved,
+            mutated_operands: SavedList::collect([]),
             kernel_id,
         })
+    }
+
+    /// Declares that the kernel writes the tensor operands `operands` in place (design:
+    /// `mutated_operands`): on success each of them moves its version by exactly one, however
+    /// many writes the kernel made, and a write to any other operand stays a
+    /// `ProviderContract` error that is undone. A call that would record gradients refuses
+    /// such an invocation before any kernel runs. Value errors: an index that is not a tensor
+    /// operand, or one named twice.
+    pub fn with_mutated_operands(
+        mut self,
+        operands: impl IntoIterator<Item = usize>,
+    ) -> Result<ResolvedInvocation> {
+        let name = self.call.definition().name();
+        let mutated = SavedList::collect(operands);
+        for (k, &i) in mutated.as_slice().iter().enumerate() {
+            if self
+                .call
+                .operands()
+                .get(i)
+                .and_then(Operand::as_tensor)
+                .is_none()
+            {
+                return Err(Error::Value(format!(
+                    "mutated_operands index {i} of '{name}' is not a tensor operand"
+                )));
+            }
+            if mutated.as_slice()[..k].contains(&i) {
+                return Err(Error::Value(format!(
+                    "'{name}' declares operand {i} mutated twice"
+                )));
+            }
+        }
+        self.mutated_operands = mutated;
+        Ok(self)
+    }
+
+    /// The operands the kernel writes in place, by operand index.
+    pub fn mutated_operands(&self) -> &[usize] {
+        self.mutated_operands.as_slice()
     }
 
     /// A built-in's invocation, which its resolver builds consistent by construction (the
@@ -430,6 +472,7 @@ impl ResolvedInvocation {
             plan,
             results: ResultList::One([result]),
             saved_operands: saved,
+            mutated_operands: SavedList::collect([]),
             kernel_id: None,
         };
         debug_assert!(
@@ -482,6 +525,7 @@ impl fmt::Debug for ResolvedInvocation {
             .field("plan", &self.plan)
             .field("results", &self.results())
             .field("saved_operands", &self.saved_operands())
+            .field("mutated_operands", &self.mutated_operands())
             .field("kernel_id", &self.kernel_id())
             .finish()
     }
