@@ -9,6 +9,7 @@
 //! Prints `SKIPPED: <reason>` and measures nothing where no adapter exists.
 
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use strideweave::{ops, Shape, Tensor};
@@ -111,6 +112,18 @@ impl Direct {
     }
 }
 
+/// Runs `other` (untimed) then `timed`, `iterations` times: the time of `timed`.
+fn alternate<A, B>(iterations: u64, other: &impl Fn() -> A, timed: &impl Fn() -> B) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iterations {
+        drop(other());
+        let start = Instant::now();
+        drop(timed());
+        total += start.elapsed();
+    }
+    total
+}
+
 fn pair(c: &mut Criterion, gpu: &Gpu, name: &str, n: usize) {
     let values: Vec<f32> = (0..n).map(|i| (i % 1024) as f32).collect();
     let a = gpu
@@ -121,12 +134,17 @@ fn pair(c: &mut Criterion, gpu: &Gpu, name: &str, n: usize) {
         .expect("upload");
     let direct = Direct::new(gpu, &a, &b);
     ops::add(&a, &b).expect("warm the pipeline cache");
+    let framework = || black_box(ops::add(&a, &b).expect("add"));
+    let hand_written = || black_box(direct.run());
+    // Each measurement alternates with the other side's work (untimed), so both see the same
+    // device state and the same machine load, which on a shared software device varies more
+    // than the difference measured.
     let mut group = c.benchmark_group(name);
     group.bench_function("direct_wgpu", |bench| {
-        bench.iter(|| black_box(direct.run()))
+        bench.iter_custom(|iterations| alternate(iterations, &framework, &hand_written))
     });
     group.bench_function("strideweave_gpu", |bench| {
-        bench.iter(|| black_box(ops::add(&a, &b).expect("add")))
+        bench.iter_custom(|iterations| alternate(iterations, &hand_written, &framework))
     });
     group.finish();
 }

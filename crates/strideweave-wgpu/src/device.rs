@@ -321,6 +321,25 @@ impl GpuDevice {
         }
     }
 
+    /// The size a buffer of `bytes` bytes gets (at least 4, a multiple of 4), or a Memory
+    /// error naming `label` when it exceeds the device's largest buffer.
+    pub(crate) fn buffer_size(&self, label: &str, bytes: u64) -> Result<u64> {
+        let size = bytes.max(4).next_multiple_of(4);
+        if size > self.limits.max_buffer_size {
+            return Err(Error::Memory(format!(
+                "GPU {}: {label} needs {bytes} bytes, more than the device's largest buffer \
+                 ({} bytes)",
+                self.adapter.name, self.limits.max_buffer_size
+            )));
+        }
+        Ok(size)
+    }
+
+    /// Counts one queue submission made outside [`submit`](Self::submit).
+    pub(crate) fn count_submission(&self) {
+        self.submissions.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A new buffer of `bytes` bytes (at least 4) with `usage`, zero-filled by wgpu.
     ///
     /// # Errors
@@ -332,14 +351,7 @@ impl GpuDevice {
         bytes: u64,
         usage: wgpu::BufferUsages,
     ) -> Result<wgpu::Buffer> {
-        let size = bytes.max(4).next_multiple_of(4);
-        if size > self.limits.max_buffer_size {
-            return Err(Error::Memory(format!(
-                "GPU {}: {label} needs {bytes} bytes, more than the device's largest buffer \
-                 ({} bytes)",
-                self.adapter.name, self.limits.max_buffer_size
-            )));
-        }
+        let size = self.buffer_size(label, bytes)?;
         self.scoped(
             FaultPoint::Allocate,
             &format!("allocate {bytes} bytes for {label}"),
@@ -352,6 +364,43 @@ impl GpuDevice {
                 })
             },
         )
+    }
+
+    /// A new buffer with `usage` holding `contents` (padded with zeros to a multiple of 4
+    /// bytes, at least 4), written while mapped at creation: no staging copy through the
+    /// queue.
+    ///
+    /// # Errors
+    /// As [`create_buffer`](Self::create_buffer); Runtime when the mapped range cannot be
+    /// written.
+    pub fn create_buffer_with(
+        &self,
+        label: &str,
+        contents: &[u8],
+        usage: wgpu::BufferUsages,
+    ) -> Result<wgpu::Buffer> {
+        let bytes = contents.len() as u64;
+        let size = self.buffer_size(label, bytes)?;
+        let what = format!("allocate {bytes} bytes for {label}");
+        let buffer = self.scoped(FaultPoint::Allocate, &what, |device| {
+            let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage,
+                mapped_at_creation: true,
+            });
+            let written = buffer.get_mapped_range_mut(..).map(|mut view| {
+                view.slice(..contents.len()).copy_from_slice(contents);
+            });
+            buffer.unmap();
+            written.map(|()| buffer)
+        })?;
+        buffer.map_err(|error| {
+            Error::Runtime(format!(
+                "GPU {}: cannot write the contents of {label}: {error}",
+                self.adapter.name
+            ))
+        })
     }
 
     /// The compute pipeline of `key`, compiled from `wgsl` (entry point `main`) on first use

@@ -222,14 +222,7 @@ pub(crate) fn start_download(
     ))
 }
 
-/// A new storage buffer holding `words`.
+/// A new storage buffer holding `words`, written at creation.
 pub(crate) fn upload_words(device: &GpuDevice, words: &[u32]) -> Result<wgpu::Buffer> {
-    let bytes: &[u8] = bytemuck::cast_slice(words);
-    let buffer = device.create_buffer("Gpu upload", bytes.len() as u64, STORAGE_USAGE)?;
-    if !bytes.is_empty() {
-        device.scoped(FaultPoint::Submit, "upload slots to the Gpu", |_| {
-            device.wgpu_queue().write_buffer(&buffer, 0, bytes)
-        })?;
-    }
-    Ok(buffer)
+    device.create_buffer_with("Gpu upload", bytemuck::cast_slice(words), STORAGE_USAGE)
 }

@@ -152,62 +152,83 @@ fn submit(
     (x, y): (u32, u32),
 ) -> Result<Submitted<ProviderResult>> {
     let slots = work.spec.layout().cosize();
-    let result = device.create_buffer(
-        &format!("result of '{}'", work.name),
-        slots as u64 * SLOT_BYTES,
-        STORAGE_USAGE,
-    )?;
-    let params = device.create_buffer(
-        "kernel params",
-        PARAMS_BYTES as u64,
-        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+    let label = format!("result of '{}'", work.name);
+    let bytes = slots as u64 * SLOT_BYTES;
+    let size = device.buffer_size(&label, bytes)?;
+    device.check(
+        FaultPoint::Allocate,
+        &format!("allocate {bytes} bytes for {label}"),
     )?;
     let what = format!("run the Gpu '{}' kernel", work.name);
-    let commands = device.scoped(FaultPoint::Submit, &what, |d| {
-        device
-            .wgpu_queue()
-            .write_buffer(&params, 0, bytemuck::cast_slice(&work.params));
-        let mut entries: Vec<wgpu::BindGroupEntry> = buffers
-            .iter()
-            .enumerate()
-            .map(|(k, buffer)| wgpu::BindGroupEntry {
-                binding: k as u32,
-                resource: buffer.as_entire_binding(),
-            })
-            .collect();
-        entries.push(wgpu::BindGroupEntry {
-            binding: buffers.len() as u32,
-            resource: result.as_entire_binding(),
-        });
-        entries.push(wgpu::BindGroupEntry {
-            binding: buffers.len() as u32 + 1,
-            resource: params.as_entire_binding(),
-        });
-        let group = d.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(work.name),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
-        let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some(work.name),
-        });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(work.name),
-                timestamp_writes: None,
-            });
-            pass.set_pipeline(pipeline);
-            pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(x, y, 1);
-        }
-        encoder.finish()
-    })?;
-    let index = device.submit(&what, commands)?;
     let finished = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&finished);
-    device
-        .wgpu_queue()
-        .on_submitted_work_done(move || flag.store(true, Ordering::Release));
+    // One set of error scopes around the whole launch: the result and parameter buffers, the
+    // bind group, the encoding and the submission.
+    let (result, index) = device
+        .scoped(FaultPoint::Submit, &what, |d| {
+            let result = d.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(&label),
+                size,
+                usage: STORAGE_USAGE,
+                mapped_at_creation: false,
+            });
+            let params = d.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kernel params"),
+                size: PARAMS_BYTES as u64,
+                usage: wgpu::BufferUsages::UNIFORM,
+                mapped_at_creation: true,
+            });
+            let written = params.get_mapped_range_mut(..).map(|mut view| {
+                view.slice(..)
+                    .copy_from_slice(bytemuck::cast_slice(&work.params))
+            });
+            params.unmap();
+            written?;
+            let mut entries: Vec<wgpu::BindGroupEntry> = buffers
+                .iter()
+                .enumerate()
+                .map(|(k, buffer)| wgpu::BindGroupEntry {
+                    binding: k as u32,
+                    resource: buffer.as_entire_binding(),
+                })
+                .collect();
+            entries.push(wgpu::BindGroupEntry {
+                binding: buffers.len() as u32,
+                resource: result.as_entire_binding(),
+            });
+            entries.push(wgpu::BindGroupEntry {
+                binding: buffers.len() as u32 + 1,
+                resource: params.as_entire_binding(),
+            });
+            let group = d.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(work.name),
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &entries,
+            });
+            let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some(work.name),
+            });
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(work.name),
+                    timestamp_writes: None,
+                });
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, &group, &[]);
+                pass.dispatch_workgroups(x, y, 1);
+            }
+            let queue = device.wgpu_queue();
+            let index = queue.submit([encoder.finish()]);
+            queue.on_submitted_work_done(move || flag.store(true, Ordering::Release));
+            Ok((result, index))
+        })?
+        .map_err(|error: wgpu::MapRangeError| {
+            Error::Runtime(format!(
+                "GPU {}: cannot write the parameters to {what}: {error}",
+                device.adapter().name
+            ))
+        })?;
+    device.count_submission();
     let handle = handle.clone();
     let spec = work.spec.clone();
     Ok(Submitted::pending(GpuCompletion::new(

@@ -239,7 +239,10 @@ fn specialize(
                             baked(view.layout())
                         };
                         work.bind(tensor)?;
-                        inputs.push(Input::Tensor(access));
+                        inputs.push(Input::Tensor {
+                            access,
+                            offset: tensor.offset() != 0,
+                        });
                     }
                     (None, Some(value)) => {
                         work.set_scalar(value)?;
@@ -342,7 +345,9 @@ fn specialize(
 
 fn input_key(input: &Input) -> String {
     match input {
-        Input::Tensor(access) => access.key(),
+        Input::Tensor { access, offset } => {
+            format!("{}{}", access.key(), if *offset { "+o" } else { "" })
+        }
         Input::Scalar => "scalar".to_string(),
     }
 }

@@ -163,8 +163,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
 /// `params.scalar`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Input {
-    /// A tensor bound in order, read at `params.off{binding}` + access.
-    Tensor(Access),
+    /// A tensor bound in order, read at access (plus `params.off{binding}` when `offset`
+    /// is true; a tensor at offset 0 leaves the addition out of the shader).
+    Tensor {
+        /// How the operand is addressed.
+        access: Access,
+        /// Whether the operand's offset is added (it is not 0).
+        offset: bool,
+    },
     /// The weak scalar, as the bits of the shader's scalar type.
     Scalar,
 }
@@ -174,7 +180,7 @@ pub(crate) fn elementwise(scalar: Scalar, expr: &str, inputs: &[Input], result: 
     let t = scalar.wgsl();
     let tensors = inputs
         .iter()
-        .filter(|i| matches!(i, Input::Tensor(_)))
+        .filter(|i| matches!(i, Input::Tensor { .. }))
         .count();
     let mut s = header(tensors, scalar);
     let mut binding = 0;
@@ -182,12 +188,14 @@ pub(crate) fn elementwise(scalar: Scalar, expr: &str, inputs: &[Input], result: 
     for (k, input) in inputs.iter().enumerate() {
         let name = ["a", "b", "c"][k];
         match input {
-            Input::Tensor(access) => {
+            Input::Tensor { access, offset } => {
                 s.push_str(&access.function(&format!("at{binding}")));
-                let _ = writeln!(
-                    loads,
-                    "    let {name} = in{binding}[params.off{binding} + at{binding}(i)];"
-                );
+                let base = if *offset {
+                    format!("params.off{binding} + ")
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(loads, "    let {name} = in{binding}[{base}at{binding}(i)];");
                 binding += 1;
             }
             Input::Scalar => {
