@@ -603,3 +603,98 @@ fn a_move_from_the_cpu_into_a_definition_backed_class_has_no_route() -> Result<(
     assert!(target.is_released());
     Ok(())
 }
+
+#[test]
+fn a_transfer_that_fails_after_writing_part_of_the_destination_restores_it() -> Result<()> {
+    // Each route writes the first destination slot (twice) and then fails: in `submit`, in
+    // a pending completion finished on another thread, and by panicking in `submit`.
+    fn partial(request: &TransferRequest) -> Result<()> {
+        request.write(0, Value::Float(-1.0))?;
+        request.write(0, request.tensor().carrier().get(0)?)?;
+        request.write_f32s(1, &[-2.0])
+    }
+    let in_submit = TransferProvider::new(|request| {
+        let request = request.clone();
+        Ok(TransferPreparation::Transfer(PreparedTransfer::new(
+            move || {
+                partial(&request)?;
+                Err(Error::Memory("DMA engine fault after two slots".into()))
+            },
+        )))
+    });
+    let in_completion =
+        TransferProvider::new(|request| {
+            let request = request.clone();
+            Ok(TransferPreparation::Transfer(PreparedTransfer::new(
+                move || {
+                    let completion = CompletionCell::new();
+                    let worker = completion.clone();
+                    let request = request.clone();
+                    thread::spawn(move || {
+                        worker.complete(partial(&request).and_then(|()| {
+                            Err(Error::Memory("DMA timeout after two slots".into()))
+                        }))
+                    });
+                    Ok(Submitted::pending(completion))
+                },
+            )))
+        });
+    let panicking = TransferProvider::new(|request| {
+        let request = request.clone();
+        Ok(TransferPreparation::Transfer(PreparedTransfer::new(
+            move || {
+                partial(&request)?;
+                panic!("the DMA driver crashed after two slots")
+            },
+        )))
+    });
+    let cases = [
+        (
+            "Submit",
+            in_submit,
+            ErrorKind::Memory,
+            "DMA engine fault after two slots",
+        ),
+        (
+            "Completion",
+            in_completion,
+            ErrorKind::Memory,
+            "DMA timeout after two slots",
+        ),
+        (
+            "Panic",
+            panicking,
+            ErrorKind::Runtime,
+            "the DMA driver crashed after two slots",
+        ),
+    ];
+    for (tag, provider, kind, text) in cases {
+        let source = mint(&format!("Partial{tag}Source"));
+        define(
+            source,
+            false,
+            vec![TransferRoute::new(
+                source,
+                CarrierClass::of::<Cpu>(),
+                "partial",
+                provider,
+            )?],
+        )?;
+        let carrier = filled(source, &[1.0, 2.0, 3.0])?;
+        let target = Cpu::from_f32(&[7.0, 8.0, 9.0], true)?;
+        let before = (carrier.version(), target.version());
+        let tensor = Tensor::new(carrier.clone(), 0, layout("3:1"))?;
+        let error = move_to(&tensor, &target).unwrap_err();
+        assert_eq!(error.kind(), kind, "{tag}: {error}");
+        assert!(error.to_string().contains(text), "{tag}: {error}");
+        assert!(!carrier.is_released(), "{tag}");
+        assert_eq!((carrier.version(), target.version()), before, "{tag}");
+        assert_eq!(
+            values(&target)?,
+            floats(&[7.0, 8.0, 9.0]),
+            "{tag}: the destination is restored"
+        );
+        assert_eq!(values(&carrier)?, floats(&[1.0, 2.0, 3.0]), "{tag}");
+    }
+    Ok(())
+}

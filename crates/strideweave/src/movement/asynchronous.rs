@@ -14,7 +14,7 @@ use crate::carriers::extension::{
 use crate::error::{guard, Error, Result};
 use crate::movement::unrouted::unrouted_move_operation;
 use crate::movement::{
-    registered_move_operation, ElementwiseMoveOperation, MoveOperation, MoveTarget,
+    registered_move_operation, ElementwiseMoveOperation, MoveOperation, MoveTarget, SlotJournal,
 };
 use crate::tensor::Tensor;
 
@@ -103,7 +103,9 @@ impl Kind {
 /// [`copy_async`](crate::movement::copy_async)).
 pub(crate) fn start(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Result<MoveHandle> {
     let grow = check_move(tensor, destination, kind)?;
-    let route = choose_route(tensor, destination)?;
+    // A destination with slots of its own gets them back if the move fails after writing.
+    let journal = Arc::new(SlotJournal::new(!grow));
+    let route = choose_route(tensor, destination, &journal)?;
     let source = tensor.carrier();
     let source_claim = Claim::new(source)?;
     let destination_claim = Claim::new(destination)?;
@@ -120,11 +122,12 @@ pub(crate) fn start(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Resul
         grow,
         grad_enabled: is_grad_enabled(),
         kind,
+        journal: Arc::clone(&journal),
     };
     let outcome = CompletionCell::new();
     match route {
         Route::Copy(operation) => {
-            let copied = operation.copy(tensor, &MoveTarget::new(destination), cosize);
+            let copied = operation.copy(tensor, &MoveTarget::new(destination, &journal), cosize);
             outcome.complete(pending.finish(copied));
         }
         Route::Transfer(request, prepared) => {
@@ -229,12 +232,16 @@ fn check_move(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Result<bool
 
 /// The route of the exact class pair; a transfer route is prepared here, before anything is
 /// claimed or grown.
-fn choose_route(tensor: &Tensor, destination: &Carrier) -> Result<Route> {
+fn choose_route(
+    tensor: &Tensor,
+    destination: &Carrier,
+    journal: &Arc<SlotJournal>,
+) -> Result<Route> {
     let source = tensor.carrier().class();
     let target = destination.class();
     let route = carrier_definition(source).and_then(|d| d.transfer_route(target).cloned());
     if let Some(route) = route {
-        let request = TransferRequest::new(tensor, destination);
+        let request = TransferRequest::new(tensor, destination, Arc::clone(journal));
         return match route.provider().prepare(&request)? {
             TransferPreparation::Transfer(prepared) => Ok(Route::Transfer(request, prepared)),
             TransferPreparation::Unsupported(unsupported) => {
@@ -273,6 +280,8 @@ struct PendingMove {
     grow: bool,
     grad_enabled: bool,
     kind: Kind,
+    /// What the move's writes replaced in the destination.
+    journal: Arc<SlotJournal>,
 }
 
 impl PendingMove {
@@ -287,6 +296,7 @@ impl PendingMove {
             grow,
             grad_enabled,
             kind,
+            journal,
         } = self;
         let committed = filled.and_then(|()| {
             let version = tensor.carrier().version();
@@ -302,6 +312,7 @@ impl PendingMove {
         let moved = match committed {
             Ok(moved) => moved,
             Err(error) => {
+                journal.restore(&destination);
                 if grow {
                     // Best effort: the move's error is the one to report.
                     let _ = destination.set_extent(0);

@@ -24,5 +24,6 @@ pub use asynchronous::{move_async, MoveHandle};
 pub use blocking::move_to;
 pub use copy::{copy_async, copy_to};
 pub use elementwise::ElementwiseMoveOperation;
+pub(crate) use operation::SlotJournal;
 pub use operation::{MoveOperation, MoveTarget};
 pub use registry::{register_move_operation, registered_move_operation, unregister_move_operation};

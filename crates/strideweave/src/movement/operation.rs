@@ -1,5 +1,7 @@
 //! `MoveOperation`: the copy step of a move between two exact carrier classes.
 
+use parking_lot::Mutex;
+
 use crate::carrier::Carrier;
 use crate::carriers::Cpu;
 use crate::dtype::{DType, Value};
@@ -23,15 +25,56 @@ pub trait MoveOperation: Send + Sync {
     fn copy(&self, source: &Tensor, target: &MoveTarget<'_>, element_count: usize) -> Result<()>;
 }
 
+/// The previous values of the destination slots a move wrote, so that a move that fails
+/// after writing part of its destination leaves it exactly as it was. A destination that grew
+/// for the move had no slots before it and journals nothing (it shrinks back instead).
+pub(crate) struct SlotJournal {
+    enabled: bool,
+    previous: Mutex<Vec<(usize, Value)>>,
+}
+
+impl SlotJournal {
+    /// A journal that records (`enabled`) or ignores the writes of one move.
+    pub(crate) fn new(enabled: bool) -> SlotJournal {
+        SlotJournal {
+            enabled,
+            previous: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Records the current values of `slots` of `carrier` (each in range) before a write. A
+    /// slot whose value cannot be read is not recorded (and cannot be restored): the write
+    /// itself goes ahead, so journaling adds no failure of its own to a move.
+    fn record(&self, carrier: &Carrier, slots: std::ops::Range<usize>) {
+        if !self.enabled {
+            return;
+        }
+        let recorded = slots.filter_map(|slot| Some((slot, carrier.read_unchecked(slot).ok()?)));
+        self.previous.lock().extend(recorded);
+    }
+
+    /// Puts every recorded slot of `carrier` back, latest write first, and forgets them.
+    pub(crate) fn restore(&self, carrier: &Carrier) {
+        let previous = std::mem::take(&mut *self.previous.lock());
+        for (slot, value) in previous.into_iter().rev() {
+            // The value came from this slot, so restoring it cannot fail for its dtype; a
+            // body that refuses anyway leaves that slot as the move left it.
+            let _ = carrier.write_unversioned(slot, value);
+        }
+    }
+}
+
 /// The destination of a move while it is being filled: writes here are checked for range
-/// and dtype but do not bump the version (the move commits once).
+/// and dtype but do not bump the version (the move commits once), and each write first
+/// records what it replaces, so a failing move restores the destination.
 pub struct MoveTarget<'a> {
     carrier: &'a Carrier,
+    journal: &'a SlotJournal,
 }
 
 impl<'a> MoveTarget<'a> {
-    pub(crate) fn new(carrier: &'a Carrier) -> Self {
-        MoveTarget { carrier }
+    pub(crate) fn new(carrier: &'a Carrier, journal: &'a SlotJournal) -> Self {
+        MoveTarget { carrier, journal }
     }
 
     /// The destination carrier, for typed bulk copies of a known class.
@@ -49,6 +92,7 @@ impl<'a> MoveTarget<'a> {
             )));
         }
         let value = self.carrier.dtype().normalize(value)?;
+        self.journal.record(self.carrier, slot..slot + 1);
         self.carrier.write_unversioned(slot, value)
     }
 
@@ -61,6 +105,8 @@ impl<'a> MoveTarget<'a> {
     /// does not hold Float32; a released destination's Runtime error.
     pub fn write_f32s(&self, start: usize, values: &[f32]) -> Result<()> {
         self.check_span(start, values.len(), DType::FLOAT32)?;
+        self.journal
+            .record(self.carrier, start..start + values.len());
         if let Some(cpu) = self.carrier.downcast_ref::<Cpu>() {
             return cpu
                 .with_f32_mut(|slots| slots[start..start + values.len()].copy_from_slice(values));
@@ -78,6 +124,8 @@ impl<'a> MoveTarget<'a> {
     /// As [`write_f32s`](MoveTarget::write_f32s), with Int32 for Float32.
     pub fn write_i32s(&self, start: usize, values: &[i32]) -> Result<()> {
         self.check_span(start, values.len(), DType::INT32)?;
+        self.journal
+            .record(self.carrier, start..start + values.len());
         if let Some(cpu) = self.carrier.downcast_ref::<Cpu>() {
             return cpu
                 .with_i32_mut(|slots| slots[start..start + values.len()].copy_from_slice(values));

@@ -9,7 +9,7 @@ use crate::carrier::{Carrier, CarrierClass};
 use crate::carriers::extension::{PreparedTransfer, Unsupported};
 use crate::dtype::{DType, Value};
 use crate::error::{guard, Error, Result};
-use crate::movement::MoveTarget;
+use crate::movement::{MoveTarget, SlotJournal};
 use crate::tensor::Tensor;
 use strideweave_layout::Layout;
 
@@ -46,15 +46,22 @@ struct RequestInner {
     layout: Layout,
     physical_span: usize,
     phase: AtomicU8,
+    /// What the transfer's writes replaced in the destination, for a failed transfer.
+    journal: Arc<SlotJournal>,
 }
 
 impl TransferRequest {
-    pub(crate) fn new(tensor: &Tensor, destination: &Carrier) -> TransferRequest {
+    pub(crate) fn new(
+        tensor: &Tensor,
+        destination: &Carrier,
+        journal: Arc<SlotJournal>,
+    ) -> TransferRequest {
         let layout = tensor.layout().clone();
         TransferRequest {
             inner: Arc::new(RequestInner {
                 tensor: tensor.clone(),
                 destination: destination.clone(),
+                journal,
                 source_class: tensor.carrier().class(),
                 destination_class: destination.class(),
                 dtype: tensor.dtype(),
@@ -144,7 +151,10 @@ impl TransferRequest {
     /// during preparation or after the terminal outcome.
     fn target(&self) -> Result<MoveTarget<'_>> {
         match self.inner.phase.load(Ordering::Acquire) {
-            SUBMITTED => Ok(MoveTarget::new(&self.inner.destination)),
+            SUBMITTED => Ok(MoveTarget::new(
+                &self.inner.destination,
+                &self.inner.journal,
+            )),
             PREPARING => Err(Error::Runtime(format!(
                 "a transfer from {} to {} cannot write the destination during preparation",
                 self.inner.source_class, self.inner.destination_class
