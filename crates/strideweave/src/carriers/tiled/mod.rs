@@ -35,6 +35,7 @@ mod tiled_evictable;
 mod tiled_operand;
 mod tiled_operations;
 mod tiled_state;
+mod tiled_update;
 mod tiled_work;
 mod when_pinned;
 

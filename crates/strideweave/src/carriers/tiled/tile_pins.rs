@@ -85,6 +85,11 @@ impl TilePins {
         push_held(&[id]);
         TilePins { table, id, tiles }
     }
+
+    /// The pin id.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
 }
 
 impl Drop for TilePins {

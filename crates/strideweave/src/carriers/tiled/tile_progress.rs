@@ -22,6 +22,7 @@ pub struct TileProgress {
     staged_tiles: usize,
     staged_slots: usize,
     prefetch_depth: usize,
+    staged_peak: usize,
 }
 
 impl TileProgress {
@@ -30,6 +31,7 @@ impl TileProgress {
         (completed, total): (usize, usize),
         (staged_tiles, staged_slots): (usize, usize),
         prefetch_depth: usize,
+        staged_peak: usize,
     ) -> TileProgress {
         TileProgress {
             operation: operation.to_string(),
@@ -38,7 +40,17 @@ impl TileProgress {
             staged_tiles,
             staged_slots,
             prefetch_depth,
+            staged_peak,
         }
+    }
+
+    /// The most staged tile carriers on the primary tier's class alive at once so far
+    /// (reused across items, so at most the prefetch depth times the tiles one item stages).
+    /// With the carriers' resident tiles it is what the operation has held on the primary
+    /// tier: the number to compare with
+    /// [`primary_capacity`](crate::carriers::ResidencyPolicy::primary_capacity).
+    pub fn staged_peak(&self) -> usize {
+        self.staged_peak
     }
 
     /// The operation's name (`"reduce_sum"`, `"matmul"`, ...).

@@ -2,6 +2,7 @@
 //! tier's class, staging the next items' non-resident tiles on a worker thread while the
 //! current item computes.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::thread;
 
@@ -47,6 +48,34 @@ impl Fetched {
 pub(crate) struct StreamCounters {
     pub(crate) staged_tiles: usize,
     pub(crate) staged_slots: usize,
+    /// The most staged tile carriers alive at once so far.
+    pub(crate) staged_peak: usize,
+}
+
+/// How many staged tile carriers of one stream are alive, and the most at once.
+#[derive(Debug, Default)]
+struct Occupancy {
+    live: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl Occupancy {
+    fn made(&self) {
+        let live = self.live.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(live, Ordering::SeqCst);
+    }
+
+    fn released(&self, count: usize) {
+        let _ = self
+            .live
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |live| {
+                Some(live.saturating_sub(count))
+            });
+    }
+
+    fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
 }
 
 /// The staging pipeline of one tiled operation.
@@ -64,6 +93,7 @@ pub(crate) struct StreamCounters {
 pub(crate) struct TileStream<'a> {
     operands: &'a [TiledOperand],
     depth: usize,
+    occupancy: Occupancy,
 }
 
 impl<'a> TileStream<'a> {
@@ -71,6 +101,7 @@ impl<'a> TileStream<'a> {
         TileStream {
             operands,
             depth: depth.max(1),
+            occupancy: Occupancy::default(),
         }
     }
 
@@ -83,16 +114,17 @@ impl<'a> TileStream<'a> {
     ) -> Result<()> {
         let mut counters = StreamCounters::default();
         if self.depth == 1 || items.len() < 2 {
-            let mut pool = Vec::new();
+            let mut pool = self.take_pooled();
             let outcome = items.iter().enumerate().try_for_each(|(index, item)| {
                 let fetched = self.fetch(item, &mut pool)?;
                 counters.staged_tiles += fetched.staged_tiles();
                 counters.staged_slots += fetched.slots;
+                counters.staged_peak = self.occupancy.peak();
                 let done = compute(index, &fetched.tiles, counters);
-                pool.extend(fetched.finish());
+                pool.extend(self.finish(fetched));
                 done
             });
-            release_all(pool);
+            self.keep_or_release(pool);
             return outcome;
         }
         let (ready_tx, ready_rx) = sync_channel::<Result<Fetched>>(self.depth - 2);
@@ -100,15 +132,17 @@ impl<'a> TileStream<'a> {
         thread::scope(|scope| {
             // The worker stages for this operation: it works under the operation's pins.
             let pins = held();
+            let pooled = self.take_pooled();
             let worker = scope.spawn(move || {
                 let _working = WorkingFor::new(pins);
-                self.stage_ahead(items, ready_tx, back_rx)
+                self.stage_ahead(items, ready_tx, back_rx, pooled)
             });
             let outcome = self.consume(items.len(), &ready_rx, &back_tx, &mut counters, compute);
             // Release what is still queued; dropping the queue stops a worker still staging
             // (its next send fails).
             for fetched in ready_rx.try_iter().flatten() {
-                release_all(fetched.finish());
+                let carriers = self.finish(fetched);
+                self.release_all(carriers);
             }
             drop(ready_rx);
             drop(back_tx);
@@ -116,7 +150,7 @@ impl<'a> TileStream<'a> {
                 // The worker panicked: its carriers were dropped with it.
                 Vec::new()
             });
-            release_all(pool);
+            self.keep_or_release(pool);
             outcome
         })
     }
@@ -135,10 +169,11 @@ impl<'a> TileStream<'a> {
             })??;
             counters.staged_tiles += fetched.staged_tiles();
             counters.staged_slots += fetched.slots;
+            counters.staged_peak = self.occupancy.peak();
             let done = compute(index, &fetched.tiles, *counters);
-            for carrier in fetched.finish() {
+            for carrier in self.finish(fetched) {
                 if let Err(returned) = back.send(carrier) {
-                    let _ = returned.0.release();
+                    self.release_all(vec![returned.0]);
                 }
             }
             done?;
@@ -153,16 +188,16 @@ impl<'a> TileStream<'a> {
         items: &[Vec<Fetch>],
         ready: SyncSender<Result<Fetched>>,
         back: Receiver<Carrier>,
+        mut pool: Vec<Carrier>,
     ) -> Vec<Carrier> {
         let _grad = no_grad();
-        let mut pool = Vec::new();
         for item in items {
             pool.extend(back.try_iter());
             let fetched = self.fetch(item, &mut pool);
             let failed = fetched.is_err();
             if let Err(unsent) = ready.send(fetched) {
                 if let Ok(fetched) = unsent.0 {
-                    pool.extend(fetched.finish());
+                    pool.extend(self.finish(fetched));
                 }
                 break;
             }
@@ -188,7 +223,7 @@ impl<'a> TileStream<'a> {
             match self.fetch_tile(&self.operands[operand], tile, pool, &mut fetched) {
                 Ok(tensor) => fetched.tiles.push(tensor),
                 Err(error) => {
-                    pool.extend(fetched.finish());
+                    pool.extend(self.finish(fetched));
                     return Err(error);
                 }
             }
@@ -212,7 +247,11 @@ impl<'a> TileStream<'a> {
                 let span = view.layout().cosize();
                 let destination = match pool.iter().position(|c| reusable(c, primary, span)) {
                     Some(found) => pool.swap_remove(found),
-                    None => primary.allocate_like(span, true, None, true)?,
+                    None => {
+                        let fresh = primary.allocate_like(span, true, None, true)?;
+                        self.occupancy.made();
+                        fresh
+                    }
                 };
                 match copy_to(&view, &destination) {
                     Ok(staged) => {
@@ -228,12 +267,14 @@ impl<'a> TileStream<'a> {
             }
             TileSource::Zero => {
                 let zeros = primary.allocate_like(operand.grid().tile_size(), true, None, false)?;
+                self.occupancy.made();
                 fetched.transient.push(zeros.clone());
                 Tensor::new(zeros, 0, compact()?)
             }
             TileSource::Gathered => {
                 let values = operand.gather(tile)?;
                 let gathered = primary.new_like(&values, true, None)?;
+                self.occupancy.made();
                 fetched.transient.push(gathered.clone());
                 fetched.slots += values.len();
                 Tensor::new(gathered, 0, compact()?)
@@ -250,6 +291,72 @@ fn reusable(carrier: &Carrier, primary: &Carrier, span: usize) -> bool {
         && carrier.dtype() == primary.dtype()
         && !carrier.is_released()
         && carrier.size() == span
+}
+
+impl TileStream<'_> {
+    /// Drops an item's tile views, releases its transient carriers and returns the reusable
+    /// ones.
+    fn finish(&self, fetched: Fetched) -> Vec<Carrier> {
+        let transient = fetched.transient.len();
+        let reusable = fetched.finish();
+        self.occupancy.released(transient);
+        reusable
+    }
+
+    /// The staging carriers the operands' carriers kept from earlier calls (see
+    /// [`keep_or_release`](Self::keep_or_release)).
+    fn take_pooled(&self) -> Vec<Carrier> {
+        let mut pooled = Vec::new();
+        for (k, operand) in self.operands.iter().enumerate() {
+            let table = operand.table();
+            if self.operands[..k]
+                .iter()
+                .any(|o| std::sync::Arc::ptr_eq(o.table(), table))
+            {
+                continue;
+            }
+            pooled.extend(table.take_staging());
+        }
+        for _ in &pooled {
+            self.occupancy.made();
+        }
+        pooled
+    }
+
+    /// Keeps the staging carriers of this call for the next one — in the first operand
+    /// carrier whose policy bounds the primary tier, at most that capacity minus its resident
+    /// tiles (in the first operand's, all of them, when no policy bounds it) — and releases
+    /// the rest; buffers reused across calls page-fault once.
+    fn keep_or_release(&self, pool: Vec<Carrier>) {
+        let bounded = self.operands.iter().find(|operand| {
+            operand
+                .table()
+                .policy()
+                .and_then(|policy| policy.primary_capacity())
+                .is_some()
+        });
+        let Some(first) = bounded.or(self.operands.first()) else {
+            return self.release_all(pool);
+        };
+        let room = first
+            .table()
+            .policy()
+            .and_then(|policy| policy.primary_capacity())
+            .map_or(pool.len(), |capacity| {
+                capacity.saturating_sub(first.resident_tiles())
+            });
+        let mut pool = pool;
+        let rest = pool.split_off(room.min(pool.len()));
+        self.occupancy.released(pool.len());
+        first.table().keep_staging(pool);
+        self.release_all(rest);
+    }
+
+    /// Releases staged carriers for good.
+    fn release_all(&self, pool: Vec<Carrier>) {
+        self.occupancy.released(pool.len());
+        release_all(pool);
+    }
 }
 
 fn release_all(pool: Vec<Carrier>) {

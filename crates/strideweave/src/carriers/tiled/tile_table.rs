@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::carrier::OwnershipToken;
+use crate::carrier::{Carrier, OwnershipToken};
 use crate::carriers::tiled::await_residency::{AwaitResidency, ResidencyRequest};
 use crate::carriers::tiled::tile_copy::{Tier, TileCopy};
 use crate::carriers::tiled::tile_grid::{show, TileGrid};
@@ -91,6 +91,9 @@ pub(crate) struct TileTable {
     /// Set when a streamed backward built this carrier as a gradient: the autograd engine may
     /// keep it without a copy, once.
     pub(crate) fresh_gradient: std::sync::atomic::AtomicBool,
+    /// Staging carriers of the primary tier's class kept between tiled operations (a pool
+    /// bounded by the policy's capacity), released with the carrier.
+    staging: Mutex<Vec<Carrier>>,
 }
 
 /// Which way a residency request moves tiles.
@@ -152,6 +155,7 @@ impl TileTable {
             }),
             changed: Condvar::new(),
             fresh_gradient: std::sync::atomic::AtomicBool::new(false),
+            staging: Mutex::new(Vec::new()),
         }
     }
 
@@ -173,6 +177,28 @@ impl TileTable {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, TableInner> {
         self.inner.lock()
+    }
+
+    /// The staging carriers kept from earlier operations (taken: a concurrent operation
+    /// allocates its own).
+    pub(crate) fn take_staging(&self) -> Vec<Carrier> {
+        std::mem::take(&mut *self.staging.lock())
+    }
+
+    /// Keeps `carriers` for the next operation; released at once after release.
+    pub(crate) fn keep_staging(&self, carriers: Vec<Carrier>) {
+        // Checked and kept under the table's lock, so a release either sees the carriers or
+        // happened first (and they are released here).
+        let inner = self.lock();
+        if inner.released {
+            drop(inner);
+            for carrier in carriers {
+                let _ = carrier.release();
+            }
+            return;
+        }
+        self.staging.lock().extend(carriers);
+        drop(inner);
     }
 
     /// Wakes every thread waiting for pins to go or requests to finish.
@@ -421,6 +447,9 @@ impl TileTable {
         drop(inner);
         for copy in copies {
             copy.discard();
+        }
+        for carrier in self.take_staging() {
+            let _ = carrier.release();
         }
         let mut outcome = Ok(());
         for token in [&self.secondary, &self.primary] {

@@ -114,6 +114,7 @@ impl BackwardRule for TiledRule {
                         (index + 1, total),
                         (counters.staged_tiles, counters.staged_slots),
                         depth,
+                        counters.staged_peak,
                     ));
                 }
                 Ok(())

@@ -152,6 +152,16 @@ impl TiledOperand {
         &self.table
     }
 
+    /// Where tile `tile`'s valid copy was at the snapshot.
+    pub(crate) fn location(&self, tile: usize) -> TileLocation {
+        self.tiles[tile].0
+    }
+
+    /// The id of the pin this operand holds on every tile.
+    pub(crate) fn pin_id(&self) -> u64 {
+        self._pins.id()
+    }
+
     /// How many tiles were on the primary tier at the snapshot.
     pub(crate) fn resident_tiles(&self) -> usize {
         self.tiles

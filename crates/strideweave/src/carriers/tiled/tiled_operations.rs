@@ -159,8 +159,9 @@ pub(crate) fn streamed_operands(
 }
 
 /// How many items may be in flight: bounded, per operand carrier with a
-/// [`primary_capacity`](crate::carriers::ResidencyPolicy::primary_capacity), by the capacity
-/// left after its resident tiles divided by the tiles one item stages for it; at least 1.
+/// [`primary_capacity`](crate::carriers::ResidencyPolicy::primary_capacity) (carriers sharing
+/// one policy object share its capacity), by the capacity left after their resident tiles
+/// divided by the tiles one item stages for them; at least 1.
 pub(crate) fn prefetch_depth(operands: &[TiledOperand], items: &[Vec<Fetch>]) -> usize {
     let mut depth = UNBOUNDED_DEPTH;
     for (k, operand) in operands.iter().enumerate() {
@@ -171,8 +172,15 @@ pub(crate) fn prefetch_depth(operands: &[TiledOperand], items: &[Vec<Fetch>]) ->
         else {
             continue;
         };
-        // Tensor operands over one carrier (`add(x, x)`) share its capacity.
-        let same = |other: &TiledOperand| std::sync::Arc::ptr_eq(other.table(), operand.table());
+        // Tensor operands over one carrier (`add(x, x)`), and carriers steered by one policy
+        // object (a parameter and the gradient its factory made), share one capacity.
+        let same = |other: &TiledOperand| {
+            Arc::ptr_eq(other.table(), operand.table())
+                || matches!(
+                    (other.table().policy(), operand.table().policy()),
+                    (Some(a), Some(b)) if Arc::ptr_eq(a, b)
+                )
+        };
         if operands[..k].iter().any(same) {
             continue;
         }
@@ -191,7 +199,16 @@ pub(crate) fn prefetch_depth(operands: &[TiledOperand], items: &[Vec<Fetch>]) ->
         if per_item == 0 {
             continue;
         }
-        let free = capacity.saturating_sub(operand.resident_tiles());
+        let mut resident = 0;
+        for (j, other) in operands.iter().enumerate() {
+            let first = !operands[..j]
+                .iter()
+                .any(|o| Arc::ptr_eq(o.table(), other.table()));
+            if first && sharing.contains(&j) {
+                resident += other.resident_tiles();
+            }
+        }
+        let free = capacity.saturating_sub(resident);
         depth = depth.min(free / per_item);
     }
     depth.max(1)
@@ -225,7 +242,13 @@ fn execute(
             let _ = carrier.release();
         }
         let outputs = outputs?;
-        progress(&TileProgress::new(name, (1, 1), (tiles, slots), 1));
+        progress(&TileProgress::new(
+            name,
+            (1, 1),
+            (tiles, slots),
+            1,
+            staged.len(),
+        ));
         let [result] = <[Tensor; 1]>::try_from(outputs).map_err(|outputs| {
             Error::Runtime(format!(
                 "'{name}' returned {} results, expected 1",
@@ -249,6 +272,7 @@ fn execute(
             (index + 1, total),
             (counters.staged_tiles, counters.staged_slots),
             depth,
+            counters.staged_peak,
         ));
         Ok(())
     })?;
