@@ -1318,3 +1318,56 @@ fn mutated_operands_name_distinct_tensor_operands_and_refuse_recording() -> Resu
     assert_eq!((floats(&x), x.version()), (vec![1.0], 1));
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------
+// Item 3: operations inside provider work record no autograd node.
+
+#[test]
+fn operations_a_kernel_runs_inside_its_work_record_no_autograd_node() -> Result<()> {
+    let class = independent("NestedOps");
+    let weight = Tensor::compact(
+        strideweave::carriers::Cpu::from_f32(&[1.0, -2.0], true)?,
+        Shape::new(2)?,
+    )?;
+    weight.set_requires_grad(true)?;
+    let inner: Arc<std::sync::Mutex<Vec<Tensor>>> = Arc::default();
+    let (w, seen) = (weight.clone(), Arc::clone(&inner));
+    let pattern = KernelPattern::new(
+        &operation_definition("neg").unwrap(),
+        [neg_plan()],
+        "nested",
+        move |invocation: &ResolvedInvocation, interface: &InterfaceHandle| {
+            // An operation in `prepare`, on a tensor that requires gradients.
+            seen.lock().unwrap().push(strideweave::ops::relu(&w)?);
+            let input = invocation.call().tensor(0)?.clone();
+            let spec = invocation.results()[0].clone();
+            let (w, seen) = (w.clone(), Arc::clone(&seen));
+            Ok(Preparation::Kernel(PreparedKernel::new(
+                interface.clone(),
+                move || {
+                    // And one in `submit`.
+                    seen.lock().unwrap().push(strideweave::ops::neg(&w)?);
+                    let values: Vec<f64> = floats(&input).into_iter().map(|x| -x).collect();
+                    ProviderResult::new([output(class, &spec, &values)?]).map(Submitted::Ready)
+                },
+            )))
+        },
+        0,
+    )?;
+    define_kernels(class, vec![pattern]);
+    let x = tensor(class, &[3.0])?;
+    let y = strideweave::ops::neg(&x)?;
+    assert_eq!(floats(&y), [-3.0]);
+    let inner = inner.lock().unwrap();
+    assert_eq!(inner.len(), 2);
+    for t in inner.iter() {
+        assert!(t.is_leaf(), "no node was recorded inside provider work");
+        assert!(!t.requires_grad());
+    }
+    assert_eq!(floats(&inner[0]), [1.0, 0.0]);
+    assert_eq!(floats(&inner[1]), [-1.0, 2.0]);
+    // The same operation outside provider work records as usual.
+    let outside = strideweave::ops::relu(&weight)?;
+    assert!(!outside.is_leaf() && outside.requires_grad());
+    Ok(())
+}

@@ -111,7 +111,10 @@ impl OperationDefinition {
                 self.name()
             )));
         };
-        let recording = crate::autograd::would_record(&invocation);
+        // An operation a provider runs inside its own work (prepare, submit, a completion's
+        // wait) records nothing: the node, if any, is the outer call's.
+        let recording = !crate::operation::provider_scope::journaling()
+            && crate::autograd::would_record(&invocation);
         if recording && !invocation.mutated_operands().is_empty() {
             return Err(Error::Value(format!(
                 "'{}' writes operands {:?} in place, which cannot be recorded for gradients; call it under no_grad",
