@@ -698,3 +698,51 @@ fn a_transfer_that_fails_after_writing_part_of_the_destination_restores_it() -> 
     }
     Ok(())
 }
+
+#[test]
+fn both_carriers_are_claimed_while_a_route_prepares() -> Result<()> {
+    let source = mint("ClaimedInPrepareSource");
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = Arc::clone(&seen);
+    let provider = TransferProvider::new(move |request| {
+        // Writing the source or releasing the destination during preparation is refused.
+        let write = request
+            .tensor()
+            .carrier()
+            .set(0, Value::Float(5.0))
+            .unwrap_err();
+        let release = request.destination().release().unwrap_err();
+        log.lock()
+            .unwrap()
+            .extend([write.to_string(), release.to_string()]);
+        Err(Error::Value("no channel".into()))
+    });
+    define(
+        source,
+        false,
+        vec![TransferRoute::new(
+            source,
+            CarrierClass::of::<Cpu>(),
+            "claimed",
+            provider,
+        )?],
+    )?;
+    let carrier = filled(source, &[1.0, 2.0])?;
+    let target = Cpu::from_f32(&[7.0, 8.0], true)?;
+    let tensor = Tensor::new(carrier.clone(), 0, layout("2:1"))?;
+    let error = move_to(&tensor, &target).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            format!("runtime error: cannot write a slot: the {source} carrier is claimed by a pending move"),
+            "runtime error: cannot release the CPU carrier: it is claimed by a pending move".to_string(),
+        ]
+    );
+    // The refused preparation ended both claims and changed nothing.
+    assert_eq!(values(&carrier)?, floats(&[1.0, 2.0]));
+    assert_eq!(values(&target)?, floats(&[7.0, 8.0]));
+    carrier.set(0, Value::Float(3.0))?;
+    target.set(0, Value::Float(9.0))?;
+    Ok(())
+}

@@ -105,10 +105,13 @@ pub(crate) fn start(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Resul
     let grow = check_move(tensor, destination, kind)?;
     // A destination with slots of its own gets them back if the move fails after writing.
     let journal = Arc::new(SlotJournal::new(!grow));
-    let route = choose_route(tensor, destination, &journal)?;
+    // Both carriers are claimed from before a route prepares until the terminal outcome, so
+    // nothing can write, release or move either while the provider works on them; a refused
+    // preparation drops the claims with nothing else changed.
     let source = tensor.carrier();
     let source_claim = Claim::new(source)?;
     let destination_claim = Claim::new(destination)?;
+    let route = choose_route(tensor, destination, &journal)?;
     let cosize = tensor.layout().cosize();
     if grow {
         destination.set_extent(cosize)?;
