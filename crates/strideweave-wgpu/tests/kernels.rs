@@ -368,8 +368,86 @@ fn the_gpu_advertises_exactly_its_pattern_plans_and_refuses_others() -> Result<(
     ] {
         assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
     }
-    let ints = gpu.from_i32(&[1, 2], Shape::new(2)?)?;
-    let error = call("add", [ints.clone().into(), ints.into()], &[]).unwrap_err();
+    // Exact Int32 sums need 64-bit accumulation, which the shaders do not have.
+    let ints = gpu.from_i32(&[1, 2], Shape::new((1, 2))?)?;
+    let error = call("reduce_sum", [ints.into()], &[]).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::NotImplemented, "{error}");
+    assert!(error.to_string().contains("reduce_sum"), "{error}");
+    Ok(())
+}
+
+#[test]
+fn checked_int32_arithmetic_matches_the_cpu_and_an_overflow_publishes_nothing() -> Result<()> {
+    let Some(gpu) = shared_gpu("checked_int32_arithmetic") else {
+        return Ok(());
+    };
+    let xs = [3, -4, 0, 46340, -46341, 7, i32::MAX - 5, i32::MIN + 5];
+    let ys = [5, 9, -1, 46340, 46340, -7, 5, -5];
+    let x = Tensor::compact(Cpu::from_i32(&xs, true)?, Shape::new((4, 2))?)?;
+    let y = Tensor::compact(Cpu::from_i32(&ys, true)?, Shape::new((4, 2))?)?;
+    let products = [
+        Tensor::compact(
+            Cpu::from_i32(&[3, -4, 0, 46340, -46341, 7, -1, 1], true)?,
+            Shape::new((4, 2))?,
+        )?,
+        Tensor::compact(
+            Cpu::from_i32(&[5, 9, -1, 46340, 46340, -7, i32::MIN + 1, i32::MIN], true)?,
+            Shape::new((4, 2))?,
+        )?,
+    ];
+    for name in ["add", "sub", "mul", "elementwise_mul"] {
+        let (x, y) = if name.contains("mul") {
+            (&products[0], &products[1])
+        } else {
+            (&x, &y)
+        };
+        differential(
+            &gpu,
+            name,
+            &[x.clone().into(), y.clone().into()],
+            Tolerance::Exact,
+        )?;
+        differential(
+            &gpu,
+            name,
+            &[x.permute(&[1, 0])?.into(), y.permute(&[1, 0])?.into()],
+            Tolerance::Exact,
+        )?;
+    }
+    for name in ["neg", "abs"] {
+        differential(&gpu, name, &[x.clone().into()], Tolerance::Exact)?;
+    }
+    differential(
+        &gpu,
+        "mul",
+        &[products[0].clone().into(), Value::Int(3).into()],
+        Tolerance::Exact,
+    )?;
+    let cases: [(&str, &[i32], &[i32]); 6] = [
+        ("add", &[1, i32::MAX], &[0, 1]),
+        ("sub", &[0, i32::MIN], &[0, 1]),
+        ("mul", &[2, 65536], &[3, 65536]),
+        ("mul", &[i32::MIN, 1], &[-1, 1]),
+        ("neg", &[5, i32::MIN], &[0, 0]),
+        ("abs", &[i32::MIN, 1], &[0, 0]),
+    ];
+    for (name, a, b) in cases {
+        let a = gpu.from_i32(a, Shape::new(2)?)?;
+        let b = gpu.from_i32(b, Shape::new(2)?)?;
+        let operands: Vec<Operand> = if matches!(name, "neg" | "abs") {
+            vec![a.clone().into()]
+        } else {
+            vec![a.clone().into(), b.into()]
+        };
+        let error = call(name, operands, &[]).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Overflow, "{name}: {error}");
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("'{name}' overflows Int32")),
+            "{error}"
+        );
+        assert_eq!(a.version(), 0);
+    }
     Ok(())
 }

@@ -24,6 +24,7 @@ pub(crate) struct Launch {
     operands: Vec<Tensor>,
     params: [u32; PARAMS_BYTES / 4],
     shader: Option<(String, String)>,
+    overflow_checked: bool,
 }
 
 impl Launch {
@@ -35,6 +36,7 @@ impl Launch {
             operands: Vec::new(),
             params: [0; PARAMS_BYTES / 4],
             shader: None,
+            overflow_checked: false,
         }
     }
 
@@ -78,6 +80,12 @@ impl Launch {
     /// Sets `params.scalar` to raw bits.
     pub(crate) fn set_scalar_bits(&mut self, bits: u32) {
         self.params[3] = bits;
+    }
+
+    /// Makes the dispatch bind an overflow flag after the parameters and fail with an
+    /// Overflow error, publishing nothing, when the shader raised it.
+    pub(crate) fn set_overflow_checked(&mut self, checked: bool) {
+        self.overflow_checked = checked;
     }
 
     pub(crate) fn set_shader(&mut self, key: String, source: String) {
@@ -161,10 +169,10 @@ fn submit(
     )?;
     let what = format!("run the Gpu '{}' kernel", work.name);
     let finished = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&finished);
-    // One set of error scopes around the whole launch: the result and parameter buffers, the
-    // bind group, the encoding and the submission.
-    let (result, index) = device
+    let done = Arc::clone(&finished);
+    // One set of error scopes around the whole launch: the result, parameter and flag
+    // buffers, the bind group, the encoding and the submission.
+    let (result, readback, index) = device
         .scoped(FaultPoint::Submit, &what, |d| {
             let result = d.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(&label),
@@ -184,6 +192,26 @@ fn submit(
             });
             params.unmap();
             written?;
+            let flags = work.overflow_checked.then(|| {
+                let buffer = |label, usage| {
+                    d.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some(label),
+                        size: SLOT_BYTES,
+                        usage,
+                        mapped_at_creation: false,
+                    })
+                };
+                (
+                    buffer(
+                        "overflow flag",
+                        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                    ),
+                    buffer(
+                        "overflow flag readback",
+                        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    ),
+                )
+            });
             let mut entries: Vec<wgpu::BindGroupEntry> = buffers
                 .iter()
                 .enumerate()
@@ -200,6 +228,12 @@ fn submit(
                 binding: buffers.len() as u32 + 1,
                 resource: params.as_entire_binding(),
             });
+            if let Some((flag, _)) = &flags {
+                entries.push(wgpu::BindGroupEntry {
+                    binding: buffers.len() as u32 + 2,
+                    resource: flag.as_entire_binding(),
+                });
+            }
             let group = d.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(work.name),
                 layout: &pipeline.get_bind_group_layout(0),
@@ -217,10 +251,20 @@ fn submit(
                 pass.set_bind_group(0, &group, &[]);
                 pass.dispatch_workgroups(x, y, 1);
             }
+            if let Some((flag, readback)) = &flags {
+                encoder.copy_buffer_to_buffer(flag, 0, readback, 0, SLOT_BYTES);
+            }
             let queue = device.wgpu_queue();
             let index = queue.submit([encoder.finish()]);
-            queue.on_submitted_work_done(move || flag.store(true, Ordering::Release));
-            Ok((result, index))
+            let readback = flags.map(|(_, readback)| readback);
+            match &readback {
+                // The flag's copy is mapped once the submission finished: that is the signal.
+                Some(readback) => readback.slice(..).map_async(wgpu::MapMode::Read, move |_| {
+                    done.store(true, Ordering::Release)
+                }),
+                None => queue.on_submitted_work_done(move || done.store(true, Ordering::Release)),
+            }
+            Ok((result, readback, index))
         })?
         .map_err(|error: wgpu::MapRangeError| {
             Error::Runtime(format!(
@@ -231,6 +275,7 @@ fn submit(
     device.count_submission();
     let handle = handle.clone();
     let spec = work.spec.clone();
+    let name = work.name;
     Ok(Submitted::pending(GpuCompletion::new(
         Arc::clone(device),
         index,
@@ -240,8 +285,36 @@ fn submit(
             let interface = handle
                 .downcast_ref::<GpuInterface>()
                 .ok_or_else(|| Error::Type("the Gpu kernels need a GpuInterface".to_string()))?;
+            if let Some(readback) = readback {
+                overflow_check(&readback, name, interface.device())?;
+            }
             let carrier = interface.result_carrier(result, slots, spec.dtype())?;
             ProviderResult::new([spec.tensor(carrier)?])
         },
     )))
+}
+
+/// The Overflow error of a checked kernel whose flag (copied into the mapped `readback`) was
+/// raised; the readback buffer is released either way.
+fn overflow_check(readback: &wgpu::Buffer, name: &str, device: &GpuDevice) -> Result<()> {
+    let word = readback
+        .slice(..)
+        .get_mapped_range()
+        .map(|view| bytemuck::pod_read_unaligned::<u32>(&view[..4]))
+        .map_err(|error| {
+            Error::Runtime(format!(
+                "GPU {}: reading the overflow flag of '{name}' failed: {error}",
+                device.adapter().name
+            ))
+        });
+    if word.is_ok() {
+        readback.unmap();
+    }
+    readback.destroy();
+    if word? != 0 {
+        return Err(Error::Overflow(format!(
+            "'{name}' overflows Int32: an element of the Gpu result leaves the Int32 range"
+        )));
+    }
+    Ok(())
 }

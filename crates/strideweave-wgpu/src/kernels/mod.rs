@@ -41,70 +41,123 @@ enum Kind {
     Matmul,
 }
 
-/// The built-ins the Gpu executes: name, arity, Float32 expression and Int32 expression (an
-/// Int32 plan is declared only when its arithmetic cannot overflow, so the shader needs no
-/// overflow check).
-const ELEMENTWISE: &[(&str, usize, &str, Option<&str>)] = &[
-    ("neg", 1, "-a", None),
+/// The Int32 form of an elementwise kernel: its WGSL expression of `a` (and `b`) in wrapping
+/// i32 arithmetic, and for a checked plan the WGSL condition on `a`, `b` and the wrapped
+/// result `r` under which the exact result left the Int32 range.
+#[derive(Debug, Clone, Copy)]
+struct IntKernel {
+    expr: &'static str,
+    overflow: Option<&'static str>,
+}
+
+const fn exact(expr: &'static str) -> Option<IntKernel> {
+    Some(IntKernel {
+        expr,
+        overflow: None,
+    })
+}
+
+const fn checked(expr: &'static str, overflow: &'static str) -> Option<IntKernel> {
+    Some(IntKernel {
+        expr,
+        overflow: Some(overflow),
+    })
+}
+
+/// i32 multiplication overflowed: the wrapped product divided back differs, or the one case
+/// WGSL's division maps to itself (`i32::MIN / -1`).
+const MUL_OVERFLOW: &str =
+    "b != 0 && ((a == -2147483647 - 1 && b == -1) || (b == -2147483647 - 1 && a == -1) || r / b != a)";
+
+/// The built-ins the Gpu executes: name, arity, Float32 expression and Int32 kernel.
+const ELEMENTWISE: &[(&str, usize, &str, Option<IntKernel>)] = &[
+    ("neg", 1, "-a", checked("-a", "a == -2147483647 - 1")),
     (
         "abs",
         1,
         "bitcast<f32>(bitcast<u32>(a) & 0x7fffffffu)",
-        None,
+        checked("abs(a)", "a == -2147483647 - 1"),
     ),
     (
         "relu",
         1,
         "select(select(0.0, a, a > 0.0), a, is_nan(a))",
-        Some("max(a, 0)"),
+        exact("max(a, 0)"),
     ),
     ("exp", 1, "exp(a)", None),
     ("log", 1, "log(a)", None),
     ("sqrt", 1, "sqrt(a)", None),
     ("tanh", 1, "tanh(a)", None),
     ("sigmoid", 1, "1.0 / (1.0 + exp(-a))", None),
-    ("add", 2, "a + b", None),
-    ("sub", 2, "a - b", None),
-    ("mul", 2, "a * b", None),
-    ("elementwise_mul", 2, "a * b", None),
+    (
+        "add",
+        2,
+        "a + b",
+        checked("a + b", "((a ^ r) & (b ^ r)) < 0"),
+    ),
+    (
+        "sub",
+        2,
+        "a - b",
+        checked("a - b", "((a ^ b) & (a ^ r)) < 0"),
+    ),
+    ("mul", 2, "a * b", checked("a * b", MUL_OVERFLOW)),
+    (
+        "elementwise_mul",
+        2,
+        "a * b",
+        checked("a * b", MUL_OVERFLOW),
+    ),
     ("div", 2, "a / b", None),
-    ("maximum", 2, "fmax(a, b)", Some("max(a, b)")),
-    ("minimum", 2, "fmin(a, b)", Some("min(a, b)")),
+    ("maximum", 2, "fmax(a, b)", exact("max(a, b)")),
+    ("minimum", 2, "fmin(a, b)", exact("min(a, b)")),
 ];
 
 /// Every kernel pattern of the Gpu class, compact before strided for each built-in.
 pub(crate) fn patterns() -> Result<Vec<KernelPattern>> {
     let mut patterns = Vec::new();
     for &(name, arity, float, int) in ELEMENTWISE {
-        let mut plans = operand_plans(name, arity, DType::FLOAT32, true)?;
-        if int.is_some() {
-            plans.extend(operand_plans(name, arity, DType::INT32, false)?);
+        let mut plans = operand_plans(name, arity, DType::FLOAT32, true, false)?;
+        if let Some(kernel) = int {
+            plans.extend(operand_plans(
+                name,
+                arity,
+                DType::INT32,
+                true,
+                kernel.overflow.is_some(),
+            )?);
         }
         add_pair(&mut patterns, name, plans, Kind::Elementwise(float), int)?;
     }
     for (name, maximum) in [("reduce_sum", false), ("reduce_max", true)] {
-        let mut plans = operand_plans(name, 1, DType::FLOAT32, false)?;
+        let mut plans = operand_plans(name, 1, DType::FLOAT32, false, false)?;
         if maximum {
-            plans.extend(operand_plans(name, 1, DType::INT32, false)?);
+            plans.extend(operand_plans(name, 1, DType::INT32, false, false)?);
         }
         add_pair(&mut patterns, name, plans, Kind::Reduce(maximum), None)?;
     }
-    let plans = operand_plans("matmul", 2, DType::FLOAT32, false)?;
+    let plans = operand_plans("matmul", 2, DType::FLOAT32, false, false)?;
     add_pair(&mut patterns, "matmul", plans, Kind::Matmul, None)?;
     Ok(patterns)
 }
 
 /// The capabilities of `name` on `dtype` tensors (and, with `scalars`, each weak-scalar
-/// form of a binary operation) whose arithmetic the shaders compute exactly as the plan
-/// says: binary32, or Int32 that cannot overflow; Float32 accumulation only.
+/// form of a binary operation, the scalar of the tensors' kind) whose arithmetic the shaders
+/// compute exactly as the plan says: binary32, Int32 that cannot overflow, or (with
+/// `overflow_checked`) checked Int32; Float32 accumulation only.
 fn operand_plans(
     name: &str,
     arity: usize,
     dtype: DType,
     scalars: bool,
+    overflow_checked: bool,
 ) -> Result<Vec<OperationCapability>> {
     let tensor = PlanOperand::Tensor(dtype);
-    let scalar = PlanOperand::Scalar(Value::Float(1.0));
+    let scalar = PlanOperand::Scalar(if dtype == DType::INT32 {
+        Value::Int(1)
+    } else {
+        Value::Float(1.0)
+    });
     let mut forms = vec![vec![tensor; arity]];
     if scalars && arity == 2 {
         forms.push(vec![tensor, scalar]);
@@ -116,12 +169,16 @@ fn operand_plans(
         let Ok(plan) = resolve_operation_plan(name, &form, None) else {
             continue;
         };
-        let exact = matches!(
-            plan.compute(),
-            Arithmetic::Binary32 | Arithmetic::Int32Exact
-        );
+        let exact = match plan.compute() {
+            Arithmetic::Binary32 | Arithmetic::Int32Exact => true,
+            Arithmetic::Int32ExactChecked => overflow_checked,
+        };
+        // A plan whose output is not the tensors' dtype (an Int32 tensor promoted by a float
+        // scalar) would need a conversion the shaders do not make.
+        let same_dtype =
+            plan.output() == dtype && plan.operands().iter().all(|o| o.convert_to() == dtype);
         let accumulation = plan.accumulator_dtype().is_none_or(|d| d == DType::FLOAT32);
-        if exact && accumulation {
+        if exact && accumulation && same_dtype {
             plans.push(OperationCapability::from_plan(plan));
         }
     }
@@ -134,7 +191,7 @@ fn add_pair(
     name: &'static str,
     plans: Vec<OperationCapability>,
     kind: Kind,
-    int: Option<&'static str>,
+    int: Option<IntKernel>,
 ) -> Result<()> {
     if plans.is_empty() {
         return Err(Error::Runtime(format!(
@@ -199,7 +256,7 @@ fn baked(layout: &Layout) -> Access {
 fn specialize(
     name: &'static str,
     kind: Kind,
-    int: Option<&str>,
+    int: Option<IntKernel>,
     compact: bool,
     invocation: &ResolvedInvocation,
 ) -> Result<std::result::Result<Launch, String>> {
@@ -216,11 +273,14 @@ fn specialize(
     let mut work = Launch::new(name, spec.clone(), scalar);
     match kind {
         Kind::Elementwise(float) => {
-            let expr = match scalar {
-                Scalar::F32 => float,
-                Scalar::I32 => int.ok_or_else(|| {
-                    Error::Type(format!("the Gpu '{name}' kernel computes Float32 only"))
-                })?,
+            let (expr, overflow) = match scalar {
+                Scalar::F32 => (float, None),
+                Scalar::I32 => {
+                    let kernel = int.ok_or_else(|| {
+                        Error::Type(format!("the Gpu '{name}' kernel computes Float32 only"))
+                    })?;
+                    (kernel.expr, kernel.overflow)
+                }
             };
             let shape = spec.shape();
             let mut inputs = Vec::new();
@@ -258,9 +318,10 @@ fn specialize(
                 inputs.iter().map(input_key).collect::<Vec<_>>().join("|"),
                 result_access.key()
             );
+            work.set_overflow_checked(overflow.is_some());
             work.set_shader(
                 key,
-                wgsl::elementwise(scalar, expr, &inputs, &result_access),
+                wgsl::elementwise(scalar, expr, overflow, &inputs, &result_access),
             );
         }
         Kind::Reduce(maximum) => {

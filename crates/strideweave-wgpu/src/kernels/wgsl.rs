@@ -175,8 +175,16 @@ pub(crate) enum Input {
     Scalar,
 }
 
-/// An elementwise shader: `result[at_r(i)] = expr(a, b)` with `a`, `b` the inputs.
-pub(crate) fn elementwise(scalar: Scalar, expr: &str, inputs: &[Input], result: &Access) -> String {
+/// An elementwise shader: `result[at_r(i)] = expr(a, b)` with `a`, `b` the inputs. With an
+/// `overflow` condition (on `a`, `b` and the result `r`), an element meeting it raises the
+/// atomic flag bound after the parameters.
+pub(crate) fn elementwise(
+    scalar: Scalar,
+    expr: &str,
+    overflow: Option<&str>,
+    inputs: &[Input],
+    result: &Access,
+) -> String {
     let t = scalar.wgsl();
     let tensors = inputs
         .iter()
@@ -203,10 +211,21 @@ pub(crate) fn elementwise(scalar: Scalar, expr: &str, inputs: &[Input], result: 
             }
         }
     }
+    if overflow.is_some() {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<storage, read_write> overflow: atomic<u32>;",
+            tensors + 2
+        );
+    }
     s.push_str(&result.function("at_result"));
     s.push_str(ENTRY);
     s.push_str(&loads);
-    let _ = writeln!(s, "    result[at_result(i)] = {expr};\n}}");
+    let _ = writeln!(s, "    let r = {expr};");
+    if let Some(condition) = overflow {
+        let _ = writeln!(s, "    if ({condition}) {{ atomicStore(&overflow, 1u); }}");
+    }
+    s.push_str("    result[at_result(i)] = r;\n}\n");
     s
 }
 
