@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use smallvec::SmallVec;
+use smallvec::{smallvec, SmallVec};
 use strideweave_layout::{Layout, Shape};
 
 use crate::carrier::Carrier;
@@ -24,17 +24,17 @@ pub(crate) struct OperandList(SmallVec<[Operand; 3]>);
 impl OperandList {
     /// One operand.
     pub(crate) fn one(a: Operand) -> OperandList {
-        OperandList(SmallVec::from_buf_and_len([a, UNUSED, UNUSED], 1))
+        OperandList(smallvec![a])
     }
 
     /// Two operands.
     pub(crate) fn two(a: Operand, b: Operand) -> OperandList {
-        OperandList(SmallVec::from_buf_and_len([a, b, UNUSED], 2))
+        OperandList(smallvec![a, b])
     }
 
     /// Three operands.
     pub(crate) fn three(a: Operand, b: Operand, c: Operand) -> OperandList {
-        OperandList(SmallVec::from_buf([a, b, c]))
+        OperandList(smallvec![a, b, c])
     }
 
     /// The operands of an iterator, inline when there are at most three.
@@ -48,9 +48,6 @@ impl OperandList {
         &self.0
     }
 }
-
-/// The filler of unused inline places (never read: the length excludes it).
-const UNUSED: Operand = Operand::Scalar(crate::dtype::Value::Bool(false));
 
 impl From<Vec<Operand>> for OperandList {
     fn from(operands: Vec<Operand>) -> Self {
