@@ -312,7 +312,8 @@ fn the_forward_of_a_definition_backed_operation_validates_like_the_pipeline() ->
     assert!(matches!(error, Error::ProviderContract(_)));
     assert_eq!(
         error.to_string(),
-        "provider contract violated: 'neg' on EchoAccel: result 0 shares storage with an operand"
+        "provider contract violated: 'neg' on EchoAccel: result 0 is tensor operand 0 itself, \
+         which its spec does not declare with alias_of"
     );
     // The pipeline says the same.
     let piped = strideweave::ops::neg(&x).unwrap_err();
@@ -1150,9 +1151,17 @@ enum InPlace {
 
 /// `tx.fill_<mode>(x, y)`: writes `x` in place (declared mutated) and returns it.
 fn in_place_operation(tag: &str) -> Result<strideweave::operation::OperationDefinition> {
+    in_place_operation_with(tag, strideweave::operation::Vjp::NonDifferentiable)
+}
+
+/// `in_place_operation` with the backward `vjp`.
+fn in_place_operation_with(
+    tag: &str,
+    vjp: strideweave::operation::Vjp,
+) -> Result<strideweave::operation::OperationDefinition> {
     use strideweave::operation::{
         define_operation, Arithmetic, BoundOperationCall, OperandKind, OperandPlan, OperandSpec,
-        OperationPlan, OperationSchema, Vjp,
+        OperationPlan, OperationSchema,
     };
     let schema = OperationSchema::new(
         [
@@ -1177,13 +1186,7 @@ fn in_place_operation(tag: &str) -> Result<strideweave::operation::OperationDefi
         let result = ResultSpec::new(DType::FLOAT32, x.layout().clone()).aliasing(0);
         ResolvedInvocation::new(call.clone(), plan, [result], [], None)?.with_mutated_operands([0])
     };
-    define_operation(
-        &format!("inplace{tag}.fill"),
-        schema,
-        resolve,
-        None,
-        Vjp::NonDifferentiable,
-    )
+    define_operation(&format!("inplace{tag}.fill"), schema, resolve, None, vjp)
 }
 
 /// A kernel-backed class whose one pattern runs the in-place operation `operation` as `mode`.
@@ -1305,9 +1308,23 @@ fn mutated_operands_name_distinct_tensor_operands_and_refuse_recording() -> Resu
         outside.to_string(),
         "value error: mutated_operands index 2 of 'inplaceChecked.fill' is not a tensor operand"
     );
-    // Recording an in-place write is refused before the kernel runs.
+    // An operation without gradients writes in place under grad mode and records nothing.
     y.set_requires_grad(true)?;
-    let error = operation
+    let out = operation.call(vec![x.clone().into(), y.clone().into()], &[])?;
+    assert!(out[0].same_as(&x));
+    assert!(out[0].grad_fn().is_none());
+    assert_eq!((floats(&x), x.version()), (vec![2.0], 2));
+
+    // With a gradient rule, recording an in-place write is refused before the kernel runs.
+    let differentiable = in_place_operation_with(
+        "CheckedGrad",
+        strideweave::operation::Vjp::rule(|_, _| Ok(vec![None, None])),
+    )?;
+    let class = in_place_class("CheckedGrad", &differentiable, InPlace::Declared)?;
+    let x = tensor(class, &[1.0])?;
+    let y = tensor(class, &[2.0])?;
+    y.set_requires_grad(true)?;
+    let error = differentiable
         .call(vec![x.clone().into(), y.clone().into()], &[])
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Value);
@@ -1316,6 +1333,12 @@ fn mutated_operands_name_distinct_tensor_operands_and_refuse_recording() -> Resu
         "{error}"
     );
     assert_eq!((floats(&x), x.version()), (vec![1.0], 1));
+    // Under no_grad the same call runs.
+    {
+        let _off = strideweave::autograd::no_grad();
+        differentiable.call(vec![x.clone().into(), y.clone().into()], &[])?;
+    }
+    assert_eq!((floats(&x), x.version()), (vec![2.0], 2));
     Ok(())
 }
 

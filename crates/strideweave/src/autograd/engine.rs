@@ -131,12 +131,13 @@ pub(crate) fn run(
         let grad_outputs: Vec<Option<Tensor>> = (0..node.outputs())
             .map(|i| pending.remove(&(node.id(), i)))
             .collect();
+        let inputs = node.inputs();
         let grads = if grad_outputs.iter().any(Option::is_some) {
             node.backward(&grad_outputs)?
         } else {
-            vec![None; node.inputs().len()]
+            vec![None; inputs.len()]
         };
-        for (input, grad) in node.inputs().iter().zip(grads) {
+        for (input, grad) in inputs.iter().zip(grads) {
             if let Some(grad) = grad {
                 route(
                     input,

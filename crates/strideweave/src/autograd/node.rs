@@ -4,6 +4,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
@@ -17,20 +19,28 @@ pub(crate) trait BackwardRule: Send + Sync {
     ) -> Result<Vec<Option<Tensor>>>;
 }
 
-struct Inner {
-    name: Arc<str>,
+/// What a node keeps until a backward pass without `retain_graph` frees it.
+struct Saved {
     inputs: Vec<Tensor>,
     versions: Vec<(usize, u64)>,
+    rule: Arc<dyn BackwardRule>,
+}
+
+struct Inner {
+    name: Arc<str>,
     outputs: usize,
-    /// `None` only while the node is being dropped.
-    rule: Option<Box<dyn BackwardRule>>,
+    /// `None` once released (or while the node is being dropped).
+    saved: Mutex<Option<Saved>>,
     released: AtomicBool,
 }
 
-/// One recorded computation: its saved inputs (every tensor operand, per occurrence) with the
-/// carrier versions they had, and the rule that maps output cotangents to input gradients.
+/// One recorded computation: its saved inputs with the carrier versions they had, and the
+/// rule that maps output cotangents to input gradients.
 ///
-/// Nodes are built by the framework only. Cloning shares the node.
+/// A backward pass without `retain_graph` releases the node: its saved inputs, versions and
+/// rule (with whatever the rule captured) are dropped then, so the storage they held is freed
+/// while the node itself stays attached to its outputs. Nodes are built by the framework
+/// only. Cloning shares the node.
 #[derive(Clone)]
 pub struct Node {
     inner: Arc<Inner>,
@@ -50,10 +60,12 @@ impl Node {
         Node {
             inner: Arc::new(Inner {
                 name,
-                inputs,
-                versions,
                 outputs,
-                rule: Some(rule),
+                saved: Mutex::new(Some(Saved {
+                    inputs,
+                    versions,
+                    rule: Arc::from(rule),
+                })),
                 released: AtomicBool::new(false),
             }),
         }
@@ -64,14 +76,25 @@ impl Node {
         &self.inner.name
     }
 
-    /// The saved inputs, positional.
-    pub fn inputs(&self) -> &[Tensor] {
-        &self.inner.inputs
+    /// The saved inputs, positional; empty once the node is released.
+    pub fn inputs(&self) -> Vec<Tensor> {
+        self.inner
+            .saved
+            .lock()
+            .as_ref()
+            .map(|saved| saved.inputs.clone())
+            .unwrap_or_default()
     }
 
-    /// `(carrier id, version)` of each input when the node was recorded.
-    pub fn input_versions(&self) -> &[(usize, u64)] {
-        &self.inner.versions
+    /// `(carrier id, version)` of each input when the node was recorded; empty once the node
+    /// is released.
+    pub fn input_versions(&self) -> Vec<(usize, u64)> {
+        self.inner
+            .saved
+            .lock()
+            .as_ref()
+            .map(|saved| saved.versions.clone())
+            .unwrap_or_default()
     }
 
     /// How many outputs the node produced.
@@ -84,8 +107,13 @@ impl Node {
         self.inner.released.load(Ordering::Acquire)
     }
 
+    /// Frees what the node saved; it can no longer run backward.
     pub(crate) fn release(&self) {
         self.inner.released.store(true, Ordering::Release);
+        let saved = self.inner.saved.lock().take();
+        if let Some(saved) = saved {
+            dismantle(saved);
+        }
     }
 
     pub(crate) fn id(&self) -> usize {
@@ -96,11 +124,14 @@ impl Node {
     /// per input out. A Value error for a wrong cotangent count, a Runtime error when an
     /// input was modified in place since recording or the node was released.
     pub fn backward(&self, grad_outputs: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
-        if self.is_released() {
-            return Err(Error::Runtime(format!(
+        let released = || {
+            Error::Runtime(format!(
                 "the '{}' node was freed by an earlier backward pass; pass retain_graph=true to backward through the graph again",
                 self.name()
-            )));
+            ))
+        };
+        if self.is_released() {
+            return Err(released());
         }
         if grad_outputs.len() != self.inner.outputs {
             return Err(Error::Value(format!(
@@ -110,7 +141,11 @@ impl Node {
                 grad_outputs.len()
             )));
         }
-        for (input, &(_, version)) in self.inner.inputs.iter().zip(&self.inner.versions) {
+        let guard = self.inner.saved.lock();
+        let Some(saved) = guard.as_ref() else {
+            return Err(released());
+        };
+        for (input, &(_, version)) in saved.inputs.iter().zip(&saved.versions) {
             if input.version() != version {
                 return Err(Error::Runtime(format!(
                     "an input of '{}' was modified by an in-place modification after it was recorded (version {version} then, {} now)",
@@ -119,19 +154,20 @@ impl Node {
                 )));
             }
         }
-        let Some(rule) = &self.inner.rule else {
-            return Ok(vec![None; self.inner.inputs.len()]);
-        };
-        let grads = rule.backward(&self.inner.inputs, grad_outputs)?;
-        if grads.len() != self.inner.inputs.len() {
+        let inputs = saved.inputs.clone();
+        let rule = saved.rule.clone();
+        // Not under the lock: a rule may itself differentiate through this node.
+        drop(guard);
+        let grads = rule.backward(&inputs, grad_outputs)?;
+        if grads.len() != inputs.len() {
             return Err(Error::Value(format!(
                 "the backward rule of '{}' returned {} gradients for {} inputs",
                 self.name(),
                 grads.len(),
-                self.inner.inputs.len()
+                inputs.len()
             )));
         }
-        for (i, (grad, input)) in grads.iter().zip(&self.inner.inputs).enumerate() {
+        for (i, (grad, input)) in grads.iter().zip(&inputs).enumerate() {
             if let Some(grad) = grad {
                 if grad.shape() != input.shape() {
                     return Err(Error::Value(format!(
@@ -155,33 +191,36 @@ impl Node {
     }
 }
 
-impl Drop for Inner {
-    /// Dismantles a chain of nodes iteratively: a long graph dropped recursively would
-    /// overflow the stack.
-    fn drop(&mut self) {
-        // The rule may hold further handles to the inputs; drop them first so the inputs'
-        // own handles below are the last ones.
-        drop(self.rule.take());
-        let mut pending: Vec<Tensor> = std::mem::take(&mut self.inputs);
-        while let Some(tensor) = pending.pop() {
-            let Some((node, _)) = tensor.take_grad_fn_if_last() else {
-                continue;
-            };
-            if let Ok(mut inner) = Arc::try_unwrap(node.inner) {
-                drop(inner.rule.take());
-                pending.append(&mut inner.inputs);
+/// Drops what a node saved, dismantling the chain of nodes behind its inputs iteratively: a
+/// long graph dropped recursively would overflow the stack.
+fn dismantle(saved: Saved) {
+    // The rule may hold further handles to the inputs; drop it first so the inputs' own
+    // handles below are the last ones.
+    drop(saved.rule);
+    let mut pending: Vec<Tensor> = saved.inputs;
+    while let Some(tensor) = pending.pop() {
+        let Some((node, _)) = tensor.take_grad_fn_if_last() else {
+            continue;
+        };
+        if let Ok(inner) = Arc::try_unwrap(node.inner) {
+            if let Some(saved) = inner.saved.lock().take() {
+                drop(saved.rule);
+                pending.extend(saved.inputs);
             }
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(saved) = self.saved.get_mut().take() {
+            dismantle(saved);
         }
     }
 }
 
 impl fmt::Debug for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Node({}, {} inputs)",
-            self.name(),
-            self.inner.inputs.len()
-        )
+        write!(f, "Node({}, {} inputs)", self.name(), self.inputs().len())
     }
 }

@@ -11,11 +11,13 @@ use crate::operation::{Builtin, Operand, ResolvedInvocation, Vjp, VjpContext};
 use crate::ops;
 use crate::tensor::Tensor;
 
-/// The rule of the operation `invocation` ran; `None` for an operation without gradients
+/// The rule of the operation `invocation` ran, for a node that saves the operands at
+/// `saved` (operand indices, in order); `None` for an operation without gradients
 /// (comparisons, or a custom operation declared non-differentiable).
 pub(crate) fn rule_for(
     invocation: &ResolvedInvocation,
     outputs: &[Tensor],
+    saved: &[usize],
 ) -> Result<Option<Box<dyn BackwardRule>>> {
     let definition = invocation.call().definition();
     if !definition.is_builtin() {
@@ -24,6 +26,7 @@ pub(crate) fn rule_for(
                 invocation: invocation.clone(),
                 // Detached, so the node does not own its outputs (no reference cycle).
                 outputs: outputs.iter().map(Tensor::detach).collect(),
+                inputs: saved.to_vec(),
             })),
             _ => None,
         });
@@ -172,6 +175,8 @@ fn on_reference(
 struct CustomRule {
     invocation: ResolvedInvocation,
     outputs: Vec<Tensor>,
+    /// The operand index of each node input.
+    inputs: Vec<usize>,
 }
 
 impl BackwardRule for CustomRule {
@@ -199,19 +204,30 @@ impl BackwardRule for CustomRule {
             .collect();
         let context = VjpContext::new(self.invocation.clone(), self.outputs.clone(), saved);
         let per_operand = rule(&context, grad_outputs)?;
-        // The rule answers per differentiable operand; the node has one entry per tensor.
+        // The rule answers per differentiable operand; the node has one entry per saved input.
         let specs = definition.schema().operands();
-        let mut grads = Vec::with_capacity(inputs.len());
-        let mut answers = per_operand.into_iter();
-        for (spec, operand) in specs.iter().zip(self.invocation.call().operands()) {
-            if operand.as_tensor().is_some() {
-                grads.push(if spec.is_differentiable() {
-                    answers.next().flatten()
-                } else {
-                    None
-                });
-            }
+        let differentiable: Vec<usize> = specs
+            .iter()
+            .enumerate()
+            .filter(|(_, spec)| spec.is_differentiable())
+            .map(|(index, _)| index)
+            .collect();
+        if per_operand.len() != differentiable.len() {
+            return Err(Error::Value(format!(
+                "the vjp of '{}' returned {} gradients for {} differentiable operands",
+                definition.name(),
+                per_operand.len(),
+                differentiable.len()
+            )));
         }
-        Ok(grads)
+        let mut answers: Vec<Option<Tensor>> = vec![None; specs.len()];
+        for (index, grad) in differentiable.into_iter().zip(per_operand) {
+            answers[index] = grad;
+        }
+        Ok(self
+            .inputs
+            .iter()
+            .map(|&index| answers.get_mut(index).and_then(Option::take))
+            .collect())
     }
 }

@@ -271,7 +271,9 @@ fn publish_mutations(invocation: &ResolvedInvocation, versions: &Versions) {
 }
 
 /// The publication check: results match their specifications exactly (on `class`, or on
-/// the declared `result_classes` of a composite provider) and no operand was mutated (a
+/// the declared `result_classes` of a composite provider), none is an operand object it was
+/// not declared to alias (a view of an operand's storage is allowed), and no operand was
+/// mutated (a
 /// `ProviderContract` error otherwise). An operand whose version moved with no write by the
 /// provider on record was written by another thread meanwhile: a Runtime error saying so.
 pub(crate) fn validate(
@@ -347,8 +349,12 @@ pub(crate) fn validate(
                 spec.layout().cosize()
             ));
         }
-        if operands().any(|t| t.carrier().same_as(output.carrier())) {
-            return contract(format!("result {i} shares storage with an operand"));
+        // A view sharing an operand's storage is a result like any other; the operand object
+        // itself is one only when declared with `alias_of`.
+        if let Some(position) = operands().position(|t| t.same_as(output)) {
+            return contract(format!(
+                "result {i} is tensor operand {position} itself, which its spec does not declare with alias_of"
+            ));
         }
     }
     let mutated = invocation.mutated_operands();
