@@ -746,3 +746,160 @@ fn both_carriers_are_claimed_while_a_route_prepares() -> Result<()> {
     target.set(0, Value::Float(9.0))?;
     Ok(())
 }
+
+/// A `ready_route` that counts its submissions in `submitted`.
+fn counted_route(
+    source: CarrierClass,
+    destination: CarrierClass,
+    id: &str,
+    submitted: Arc<AtomicUsize>,
+) -> TransferRoute {
+    let provider = TransferProvider::new(move |request| {
+        let request = request.clone();
+        let submitted = Arc::clone(&submitted);
+        Ok(TransferPreparation::Transfer(PreparedTransfer::new(
+            move || {
+                submitted.fetch_add(1, Ordering::SeqCst);
+                copy_request(&request)?;
+                Ok(Submitted::Ready(()))
+            },
+        )))
+    });
+    TransferRoute::new(source, destination, id, provider).expect("route")
+}
+
+#[test]
+fn a_move_recorded_for_gradients_needs_a_route_back_before_it_starts() -> Result<()> {
+    let (there, back) = (mint("OneWaySource"), mint("OneWayDestination"));
+    let submitted = Arc::new(AtomicUsize::new(0));
+    define(
+        there,
+        false,
+        vec![counted_route(
+            there,
+            back,
+            "one-way",
+            Arc::clone(&submitted),
+        )],
+    )?;
+    define(back, false, vec![])?;
+    let carrier = filled(there, &[1.0, 2.0])?;
+    let target = filled(back, &[7.0, 8.0])?;
+    let tensor = Tensor::new(carrier.clone(), 0, layout("2:1"))?;
+    tensor.set_requires_grad(true)?;
+    let before = (carrier.version(), target.version());
+
+    let error = move_to(&tensor, &target).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotImplemented);
+    assert_eq!(
+        error.to_string(),
+        "not implemented: cannot record the move from OneWaySource to OneWayDestination for \
+         gradients: its backward needs a route back from OneWayDestination to OneWaySource \
+         (not implemented: no move route from OneWayDestination to OneWaySource: elementwise \
+         fallback needs both classes definition-backed with storage providers that permit it \
+         (OneWayDestination does not permit elementwise fallback, OneWaySource does not \
+         permit elementwise fallback)); move it under no_grad or detach it first"
+    );
+    // Nothing started and nothing changed; neither carrier is claimed.
+    assert_eq!(submitted.load(Ordering::SeqCst), 0);
+    assert!(!carrier.is_released());
+    assert_eq!((carrier.version(), target.version()), before);
+    assert_eq!(values(&target)?, floats(&[7.0, 8.0]));
+    carrier.set(1, Value::Float(2.5))?;
+
+    // Without recording the same move runs.
+    let moved = {
+        let _off = strideweave::autograd::no_grad();
+        move_to(&tensor, &target)?
+    };
+    assert_eq!(submitted.load(Ordering::SeqCst), 1);
+    assert_eq!(moved.to_values()?, floats(&[1.0, 2.5]));
+    assert!(moved.grad_fn().is_none());
+    assert!(carrier.is_released());
+    Ok(())
+}
+
+#[test]
+fn the_backward_of_a_move_returns_the_cotangent_along_the_route_back() -> Result<()> {
+    let (there, back) = (mint("RoundTripSource"), mint("RoundTripDestination"));
+    let (out, home) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    define(
+        there,
+        false,
+        vec![counted_route(there, back, "out", Arc::clone(&out))],
+    )?;
+    define(
+        back,
+        false,
+        vec![counted_route(back, there, "home", Arc::clone(&home))],
+    )?;
+    let carrier = filled(there, &[1.0, 2.0, 3.0])?;
+    let tensor = Tensor::new(carrier.clone(), 0, layout("3:1"))?;
+    tensor.set_requires_grad(true)?;
+    let moved = move_to(&tensor, &filled(back, &[0.0; 3])?)?;
+    assert_eq!(
+        (out.load(Ordering::SeqCst), home.load(Ordering::SeqCst)),
+        (1, 0)
+    );
+    assert_eq!(moved.grad_fn().expect("recorded").name(), "move");
+
+    let cotangent = Tensor::new(filled(back, &[0.5, -1.0, 4.0])?, 0, layout("3:1"))?;
+    moved.backward(Some(&cotangent), false)?;
+    assert_eq!(home.load(Ordering::SeqCst), 1, "the route back carried it");
+    let grad = tensor.grad().expect("a gradient");
+    assert_eq!(grad.carrier().class(), there);
+    assert_eq!(grad.to_values()?, floats(&[0.5, -1.0, 4.0]));
+    Ok(())
+}
+
+#[test]
+fn an_empty_definition_backed_destination_grows_to_the_cosize() -> Result<()> {
+    let (there, back) = (mint("GrowSource"), mint("GrowDestination"));
+    let failing = TransferProvider::new(|request| {
+        let request = request.clone();
+        Ok(TransferPreparation::Transfer(PreparedTransfer::new(
+            move || {
+                request.write(0, Value::Float(-1.0))?;
+                Err(Error::Memory("the link dropped".into()))
+            },
+        )))
+    });
+    let failing_back = mint("GrowFailing");
+    define(there, false, vec![ready_route(there, back, "grow")])?;
+    define(
+        failing_back,
+        false,
+        vec![TransferRoute::new(failing_back, back, "drop", failing)?],
+    )?;
+    define(back, false, vec![])?;
+
+    // A strided tensor: cosize 5 for 3 elements.
+    let carrier = filled(there, &[1.0, 0.0, 2.0, 0.0, 3.0])?;
+    let tensor = Tensor::new(carrier, 0, layout("3:2"))?;
+    let empty = Carrier::create(back, Slots::default(), 0, DType::FLOAT32, true)?;
+    assert_eq!(empty.size(), 0);
+    let moved = move_to(&tensor, &empty)?;
+    assert_eq!(empty.size(), 5);
+    assert!(moved.carrier().same_as(&empty));
+    assert_eq!(moved.to_values()?, floats(&[1.0, 2.0, 3.0]));
+    assert_eq!(empty.version(), 1);
+
+    // A failed move shrinks the grown destination back to nothing.
+    let source = Tensor::new(filled(failing_back, &[4.0, 5.0])?, 0, layout("2:1"))?;
+    let other = Carrier::create(back, Slots::default(), 0, DType::FLOAT32, true)?;
+    let error = move_to(&source, &other).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Memory);
+    assert!(error.to_string().contains("the link dropped"), "{error}");
+    assert_eq!((other.size(), other.version()), (0, 0));
+    assert!(!source.carrier().is_released());
+
+    // A destination with slots of its own too few for the tensor is a Value error.
+    let small = filled(back, &[9.0])?;
+    let error = move_to(&source, &small).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert_eq!(
+        error.to_string(),
+        "value error: the GrowDestination destination has 1 slots but the tensor needs 2"
+    );
+    Ok(())
+}

@@ -98,13 +98,15 @@ impl BackwardRule for MoveRule {
                 g.layout()
             )));
         }
-        // A released carrier is still a valid prototype for its class's factories.
-        let carrier = source
-            .carrier()
-            .new_like(&g.to_values()?, true, Some(source.dtype()))?;
-        Ok(vec![Some(Tensor::compact(
-            carrier,
-            source.shape().clone(),
-        )?)])
+        // The cotangent goes back along the route the move checked before it started, into
+        // fresh storage of the source's class (a released carrier is still a valid prototype
+        // for its class's factories).
+        let fresh = source.carrier().allocate_like(
+            g.layout().cosize(),
+            true,
+            Some(source.dtype()),
+            true,
+        )?;
+        Ok(vec![Some(crate::movement::copy_to(g, &fresh)?)])
     }
 }

@@ -2,6 +2,7 @@
 //! `CarrierDefinition` of its exact class, and `Carrier::create`.
 
 use std::any::{Any, TypeId};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::carrier::class::CarrierClass;
@@ -25,8 +26,9 @@ use crate::tensor::Tensor;
 pub(crate) struct DefinedBody {
     class: CarrierClass,
     definition: CarrierDefinition,
-    /// The extent `allocate` established and `physical_size` confirmed.
-    extent: usize,
+    /// The extent `allocate` established and `physical_size` confirmed (it changes only when
+    /// an empty carrier grows as a move destination).
+    extent: AtomicUsize,
     state: RwLock<ErasedState>,
     /// The frozen execution set of a kernel-backed definition (`None` when storage-only).
     kernels: Option<Arc<ExecutionSet>>,
@@ -170,7 +172,7 @@ impl DefinedBody {
         let body = DefinedBody {
             class,
             definition,
-            extent: slots,
+            extent: AtomicUsize::new(slots),
             state: RwLock::new(state),
             kernels,
             capabilities: OnceLock::new(),
@@ -323,7 +325,7 @@ impl ErasedCarrier for DefinedBody {
     }
 
     fn size(&self) -> usize {
-        self.extent
+        self.extent.load(Ordering::Acquire)
     }
 
     fn read(&self, index: usize, dtype: DType) -> Result<Value> {
@@ -401,15 +403,30 @@ impl ErasedCarrier for DefinedBody {
         Ok(carrier)
     }
 
+    /// An empty definition-backed carrier grows to a moved tensor's cosize, as FileBacked
+    /// does: the provider's `allocate` establishes the new extent.
     fn grows_as_destination(&self) -> bool {
-        false
+        true
     }
 
-    fn set_extent(&self, _slots: usize, _dtype: DType) -> Result<()> {
-        Err(Error::NotImplemented(format!(
-            "{} carriers do not grow as move destinations",
-            self.class
-        )))
+    /// `allocate(slots)` on this carrier's state, then `physical_size`, which must equal
+    /// `slots` (a ProviderContract error naming the provider otherwise; the extent is unchanged
+    /// on any failure).
+    fn set_extent(&self, slots: usize, dtype: DType) -> Result<()> {
+        let storage = self.definition.storage();
+        let mut state = self.state_mut();
+        storage.call_allocate(self.class, state.as_mut(), slots, dtype)?;
+        let size = storage.call_physical_size(self.class, state.as_ref())?;
+        if size != slots {
+            return Err(Error::ProviderContract(format!(
+                "the storage provider of {} ({}) allocated {slots} slots but reports a \
+                 physical_size of {size}",
+                self.class,
+                storage.state_type_name()
+            )));
+        }
+        self.extent.store(slots, Ordering::Release);
+        Ok(())
     }
 
     fn supports_scatter(&self) -> bool {

@@ -14,7 +14,8 @@ use crate::carriers::extension::{
 use crate::error::{guard, Error, Result};
 use crate::movement::unrouted::unrouted_move_operation;
 use crate::movement::{
-    registered_move_operation, ElementwiseMoveOperation, MoveOperation, MoveTarget, SlotJournal,
+    check_route_back, registered_move_operation, ElementwiseMoveOperation, MoveOperation,
+    MoveTarget, SlotJournal,
 };
 use crate::tensor::Tensor;
 
@@ -103,6 +104,11 @@ impl Kind {
 /// [`copy_async`](crate::movement::copy_async)).
 pub(crate) fn start(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Result<MoveHandle> {
     let grow = check_move(tensor, destination, kind)?;
+    // A move recorded for gradients needs its way back before anything changes.
+    let grad_enabled = is_grad_enabled();
+    if grad_enabled && tensor.is_differentiable() && tensor.requires_grad() {
+        check_route_back(tensor.carrier().class(), destination.class())?;
+    }
     // A destination with slots of its own gets them back if the move fails after writing.
     let journal = Arc::new(SlotJournal::new(!grow));
     // Both carriers are claimed from before a route prepares until the terminal outcome, so
@@ -123,7 +129,7 @@ pub(crate) fn start(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Resul
         destination_claim,
         source_version: source.version(),
         grow,
-        grad_enabled: is_grad_enabled(),
+        grad_enabled,
         kind,
         journal: Arc::clone(&journal),
     };

@@ -18,6 +18,7 @@ mod copy;
 mod elementwise;
 mod operation;
 pub mod registry;
+mod reverse;
 mod unrouted;
 
 pub use asynchronous::{move_async, MoveHandle};
@@ -27,3 +28,4 @@ pub use elementwise::ElementwiseMoveOperation;
 pub(crate) use operation::SlotJournal;
 pub use operation::{MoveOperation, MoveTarget};
 pub use registry::{register_move_operation, registered_move_operation, unregister_move_operation};
+pub(crate) use reverse::check_route_back;
