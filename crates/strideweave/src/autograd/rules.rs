@@ -119,14 +119,21 @@ impl BackwardRule for BuiltinRule {
             return Ok(vec![None; inputs.len()]);
         };
         let lowered = on_cotangent_class(self.builtin, inputs, g)?;
-        match (self.rule)(&BuiltinVjp::new(&self.invocation, &lowered, g)) {
+        let grads = match (self.rule)(&BuiltinVjp::new(&self.invocation, &lowered, g)) {
             // The carrier runs the forward but not an operation the rule needs: the framework
             // evaluates the rule itself, on the reference kernels.
             Err(Error::UnsupportedOperationPlan(_)) => {
                 on_reference(self.rule, &self.invocation, inputs, g)
             }
             outcome => outcome,
-        }
+        }?;
+        // A rule differentiates with respect to every tensor operand; an operand that is not
+        // differentiable (an Int32 operand of a mixed-dtype call) takes no gradient.
+        Ok(grads
+            .into_iter()
+            .enumerate()
+            .map(|(i, grad)| grad.filter(|_| inputs.get(i).is_none_or(Tensor::is_differentiable)))
+            .collect())
     }
 }
 
