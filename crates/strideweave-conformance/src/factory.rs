@@ -1,0 +1,196 @@
+//! [`CarrierFactory`]: how the suite obtains carriers of the class under test.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use strideweave::{Carrier, DType, Layout, Result, Tensor, Value};
+
+use crate::faults::FaultInjector;
+
+/// The carrier class under test, as the suite sees it: a source of fresh carriers plus
+/// optional hooks for fault injection and tolerances.
+///
+/// The suite builds every operand, cotangent and move destination it needs through
+/// [`carrier`](CarrierFactory::carrier), so a class with configuration (tiers, a device, a
+/// tile grid) keeps it; factories (`new_like`, `allocate_like`) are tested separately.
+pub trait CarrierFactory {
+    /// The name reports and failure messages use for the class under test.
+    fn name(&self) -> &str;
+
+    /// A fresh, live, mutable carrier of the class under test with `dtype` storage holding
+    /// `values` (already normalized to `dtype`; possibly none). The suite asks only for
+    /// dtypes the carrier reports storable (`supports_storage_dtype`) and first asks for
+    /// Float32; an error for another dtype means the class does not store it.
+    fn carrier(&self, dtype: DType, values: &[Value]) -> Result<Carrier>;
+
+    /// A tensor of the class under test whose elements are the elements of `layout` at
+    /// `offset` over the slot `values`: by default `Tensor::new(carrier(dtype, values),
+    /// offset, layout)`. A class whose tensors must cover their carrier one to one (a
+    /// TiledEvictable's operands cover its logical shape) overrides it to build a carrier
+    /// of its own layout holding the same elements; the suite compares elements, never
+    /// slots, so that is still a fair comparison with the reference.
+    fn tensor(
+        &self,
+        dtype: DType,
+        values: &[Value],
+        offset: usize,
+        layout: Layout,
+    ) -> Result<Tensor> {
+        Tensor::new(self.carrier(dtype, values)?, offset, layout)
+    }
+
+    /// The fewest slots a carrier of the class can have (default 0). A class that cannot
+    /// be empty (an Evictable's primary tier must hold something) declares 1; the suite
+    /// then skips the empty sizes and says so in its notes.
+    fn min_slots(&self) -> usize {
+        0
+    }
+
+    /// Whether the class's factories keep the prototype's extent (default false). A class
+    /// whose extent is part of its configuration (a TiledEvictable's grid) declares true:
+    /// the suite then asks `new_like` and `allocate_like` for the prototype's own size, and
+    /// checks that another size is refused with a Value error rather than built wrong.
+    fn fixed_extent_factories(&self) -> bool {
+        false
+    }
+
+    /// The fault injector the class's own callbacks consult, when they do: the suite arms
+    /// each of its points in turn and checks that the failure publishes nothing. `None`
+    /// (the default) leaves the failure-injection promise unchecked, and the report says so.
+    fn faults(&self) -> Option<&FaultInjector> {
+        None
+    }
+
+    /// The absolute and relative tolerance for values of `operation` (see
+    /// [`default_tolerance`]); override it for a device whose arithmetic is documented as
+    /// less exact than the reference's.
+    fn tolerance(&self, operation: &str) -> (f64, f64) {
+        default_tolerance(operation)
+    }
+}
+
+/// The tolerance the suite compares a value of `operation` with against the Generic
+/// reference: exact for the correctly rounded operations (arithmetic, comparisons, `select`,
+/// extrema), `(1e-6, 1e-5)` for the transcendental ones and `div`, and `(1e-5, 1e-5)` scaled by
+/// the size of the contraction for `reduce_sum` and `matmul`, whose summation order is the
+/// carrier's business.
+pub fn default_tolerance(operation: &str) -> (f64, f64) {
+    match operation {
+        "add" | "sub" | "mul" | "elementwise_mul" | "neg" | "abs" | "relu" | "maximum"
+        | "minimum" | "eq" | "lt" | "le" | "select" | "reduce_max" => (0.0, 0.0),
+        "reduce_sum" | "matmul" => (1e-5, 1e-5),
+        _ => (1e-6, 1e-5),
+    }
+}
+
+type MakeFn = dyn Fn(DType, &[Value]) -> Result<Carrier> + Send + Sync;
+type TensorFn = dyn Fn(DType, &[Value], usize, Layout) -> Result<Tensor> + Send + Sync;
+
+/// A [`CarrierFactory`] built from a closure: `Factory::new("Ring", |dtype, values| ...)`.
+#[derive(Clone)]
+pub struct Factory {
+    name: String,
+    make: Arc<MakeFn>,
+    tensor: Option<Arc<TensorFn>>,
+    min_slots: usize,
+    fixed_extent_factories: bool,
+    faults: Option<FaultInjector>,
+    tolerances: HashMap<String, (f64, f64)>,
+}
+
+impl Factory {
+    /// A factory named `name` whose carriers `make(dtype, values)` builds.
+    pub fn new(
+        name: impl Into<String>,
+        make: impl Fn(DType, &[Value]) -> Result<Carrier> + Send + Sync + 'static,
+    ) -> Factory {
+        Factory {
+            name: name.into(),
+            make: Arc::new(make),
+            tensor: None,
+            min_slots: 0,
+            fixed_extent_factories: false,
+            faults: None,
+            tolerances: HashMap::new(),
+        }
+    }
+
+    /// This factory building operand tensors with `tensor` (see
+    /// [`CarrierFactory::tensor`]).
+    pub fn with_tensors(
+        mut self,
+        tensor: impl Fn(DType, &[Value], usize, Layout) -> Result<Tensor> + Send + Sync + 'static,
+    ) -> Factory {
+        self.tensor = Some(Arc::new(tensor));
+        self
+    }
+
+    /// This factory declaring that its carriers hold at least `slots` slots (see
+    /// [`CarrierFactory::min_slots`]).
+    pub fn with_min_slots(mut self, slots: usize) -> Factory {
+        self.min_slots = slots;
+        self
+    }
+
+    /// This factory declaring that its class's factories keep the prototype's extent (see
+    /// [`CarrierFactory::fixed_extent_factories`]).
+    pub fn with_fixed_extent_factories(mut self) -> Factory {
+        self.fixed_extent_factories = true;
+        self
+    }
+
+    /// This factory with `faults`, the injector its carriers' callbacks consult.
+    pub fn with_faults(mut self, faults: FaultInjector) -> Factory {
+        self.faults = Some(faults);
+        self
+    }
+
+    /// This factory comparing `operation` with the absolute tolerance `atol` and the
+    /// relative tolerance `rtol` instead of [`default_tolerance`].
+    pub fn with_tolerance(mut self, operation: &str, atol: f64, rtol: f64) -> Factory {
+        self.tolerances.insert(operation.to_string(), (atol, rtol));
+        self
+    }
+}
+
+impl CarrierFactory for Factory {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn carrier(&self, dtype: DType, values: &[Value]) -> Result<Carrier> {
+        (self.make)(dtype, values)
+    }
+
+    fn tensor(
+        &self,
+        dtype: DType,
+        values: &[Value],
+        offset: usize,
+        layout: Layout,
+    ) -> Result<Tensor> {
+        match &self.tensor {
+            Some(tensor) => tensor(dtype, values, offset, layout),
+            None => Tensor::new(self.carrier(dtype, values)?, offset, layout),
+        }
+    }
+
+    fn min_slots(&self) -> usize {
+        self.min_slots
+    }
+
+    fn fixed_extent_factories(&self) -> bool {
+        self.fixed_extent_factories
+    }
+
+    fn faults(&self) -> Option<&FaultInjector> {
+        self.faults.as_ref()
+    }
+
+    fn tolerance(&self, operation: &str) -> (f64, f64) {
+        self.tolerances
+            .get(operation)
+            .copied()
+            .unwrap_or_else(|| default_tolerance(operation))
+    }
+}

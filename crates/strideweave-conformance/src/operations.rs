@@ -1,0 +1,321 @@
+//! The execution promises: every advertised capability runs and matches the Generic
+//! reference, and a plan that is not advertised is refused before allocation (design:
+//! Capabilities and Dispatch; seed: "Kernel patterns are authoritative and deterministically
+//! selected").
+
+use strideweave::operation::{call, Builtin, Operand};
+use strideweave::{Carrier, DType, Error, Tensor, Value};
+
+use crate::cases::{Arg, Placement, Template};
+use crate::faults::FaultInjector;
+use crate::support::{close, Check, Context, Result2, Snapshot};
+
+/// The carriers of a call's tensor operands.
+pub(crate) fn operand_carriers(operands: &[Operand]) -> Vec<Carrier> {
+    operands
+        .iter()
+        .filter_map(Operand::as_tensor)
+        .map(|t| t.carrier().clone())
+        .collect()
+}
+
+/// Snapshots of every operand carrier.
+pub(crate) fn snapshots(cx: &Context<'_>, carriers: &[Carrier]) -> Result2<Vec<Snapshot>> {
+    carriers
+        .iter()
+        .map(|c| {
+            cx.ok(Snapshot::of(c), || {
+                "reading an operand for a snapshot".into()
+            })
+        })
+        .collect()
+}
+
+/// The first operand whose carrier changed since `before`, as a message.
+pub(crate) fn changed(
+    cx: &Context<'_>,
+    carriers: &[Carrier],
+    before: &[Snapshot],
+) -> Result2<Option<String>> {
+    let after = snapshots(cx, carriers)?;
+    Ok(before
+        .iter()
+        .zip(&after)
+        .enumerate()
+        .find_map(|(i, (b, a))| b.difference(a).map(|d| format!("operand carrier {i}: {d}"))))
+}
+
+/// A prototype carrier of the class, whose capabilities the suite runs.
+pub(crate) fn prototype(cx: &mut Context<'_>) -> Result2<Carrier> {
+    let dtype = cx.storable()?[0];
+    let values = cx.rng.values(dtype, 4);
+    cx.carrier(dtype, &values)
+}
+
+/// Builds the operands of `template` under `geometry` on the class under test and their
+/// slot values (for the reference).
+pub(crate) fn build(
+    cx: &mut Context<'_>,
+    template: &Template,
+    geometry: &[Placement],
+) -> Result2<(Vec<Operand>, Vec<Vec<Value>>)> {
+    let slots = (0..template.args.len())
+        .map(|i| template.slot_values(i, &geometry[i], &mut cx.rng))
+        .collect::<strideweave::Result<Vec<_>>>();
+    let slots = cx.ok(slots, || "laying out operands".into())?;
+    let factory = cx.factory;
+    let operands = cx.ok(
+        template.operands(geometry, &slots, &|d, v, offset, layout| {
+            factory.tensor(d, v, offset, layout)
+        }),
+        || format!("building the operands of {}", template.describe(geometry)),
+    )?;
+    Ok((operands, slots))
+}
+
+/// The largest magnitude among the slot values (at least 1).
+fn magnitude(slots: &[Vec<Value>]) -> f64 {
+    slots
+        .iter()
+        .flatten()
+        .filter_map(|v| v.as_f64())
+        .fold(1.0, |m, x| m.max(x.abs()))
+}
+
+/// Compares the carrier's results of `what` with the reference's.
+pub(crate) fn compare(
+    cx: &Context<'_>,
+    template: &Template,
+    geometry: &[Placement],
+    slots: &[Vec<Value>],
+    results: &[Tensor],
+    reference: &[Tensor],
+) -> Check {
+    let what = template.describe(geometry);
+    cx.ensure(results.len() == reference.len(), || {
+        format!(
+            "{what} gave {} results, the reference {}",
+            results.len(),
+            reference.len()
+        )
+    })?;
+    let (atol, rtol) = cx.factory.tolerance(template.builtin.name());
+    let contraction = match template.builtin {
+        Builtin::ReduceSum => geometry[0].extents.get(1).copied().unwrap_or(1),
+        Builtin::Matmul => geometry[0].extents.get(1).copied().unwrap_or(1),
+        _ => 1,
+    } as f64;
+    let scale = match template.builtin {
+        Builtin::ReduceSum => contraction * magnitude(slots),
+        Builtin::Matmul => contraction * magnitude(slots).powi(2),
+        _ => 1.0,
+    };
+    for (k, (got, want)) in results.iter().zip(reference).enumerate() {
+        cx.ensure(got.shape() == want.shape(), || {
+            format!(
+                "{what} result {k} has shape {}, the reference {}",
+                got.shape(),
+                want.shape()
+            )
+        })?;
+        cx.ensure(got.dtype() == want.dtype(), || {
+            format!(
+                "{what} result {k} has dtype {}, the reference {}",
+                got.dtype(),
+                want.dtype()
+            )
+        })?;
+        let got_values = cx.ok(got.to_values(), || format!("reading result {k} of {what}"))?;
+        let want_values = cx.ok(want.to_values(), || "reading the reference".into())?;
+        for (i, (g, w)) in got_values.iter().zip(&want_values).enumerate() {
+            cx.ensure(close(w, g, atol * scale, rtol), || {
+                format!(
+                    "{what} result {k} element {i} (colexicographic) is {g}, the Generic \
+                     reference {w} (tolerance {} + {rtol}·|reference|)",
+                    atol * scale
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Every capability the carrier advertises, on every geometry of its operation.
+pub(crate) fn advertised(cx: &mut Context<'_>) -> Check {
+    let prototype = prototype(cx)?;
+    let capabilities = prototype.capabilities();
+    if capabilities.is_empty() {
+        cx.notes.push("advertises no capability".into());
+        return Ok(());
+    }
+    for capability in capabilities.iter() {
+        let plan = capability.plan();
+        cx.ensure(prototype.supports_operation_plan(plan), || {
+            format!("advertises {capability} but supports_operation_plan answers false for it")
+        })?;
+        let Some(template) = Template::for_plan(plan) else {
+            if Builtin::from_name(plan.operation()).is_some() {
+                return Err(cx.broken(format!(
+                    "advertises {capability}, which no call of the built-in '{}' resolves to",
+                    plan.operation()
+                )));
+            }
+            cx.notes.push(format!(
+                "not run: {capability} (a custom operation; the suite knows shapes only for the \
+                 built-ins)"
+            ));
+            continue;
+        };
+        let geometries = template.geometries();
+        for geometry in &geometries {
+            let (operands, slots) = build(cx, &template, geometry)?;
+            let carriers = operand_carriers(&operands);
+            let before = snapshots(cx, &carriers)?;
+            let what = template.describe(geometry);
+            let results = cx.ok(
+                call(template.builtin.name(), operands, &template.options()),
+                || format!("{what}, advertised as {capability},"),
+            )?;
+            let reference = cx.ok(template.reference(geometry, &slots), || {
+                format!("the Generic reference of {what}")
+            })?;
+            compare(cx, &template, geometry, &slots, &results, &reference)?;
+            if let Some(change) = changed(cx, &carriers, &before)? {
+                return Err(cx.broken(format!("{what} changed an operand: {change}")));
+            }
+        }
+        cx.notes.push(format!(
+            "ran {capability} on {} geometries",
+            geometries.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The templates the suite probes for refusals: for each built-in, tensors of every
+/// storable dtype (a Bool condition for `select`), a tensor with a weak scalar for the
+/// binary operations, and the Float64 accumulator where one is taken.
+fn probes(storable: &[DType]) -> Vec<Template> {
+    let mut probes = Vec::new();
+    for builtin in Builtin::ALL {
+        let arity = match builtin {
+            Builtin::Neg
+            | Builtin::Abs
+            | Builtin::Exp
+            | Builtin::Log
+            | Builtin::Sqrt
+            | Builtin::Tanh
+            | Builtin::Sigmoid
+            | Builtin::Relu
+            | Builtin::ReduceSum
+            | Builtin::ReduceMax => 1,
+            Builtin::Select => 3,
+            _ => 2,
+        };
+        for &dtype in storable {
+            let mut argsets = Vec::new();
+            if builtin == Builtin::Select {
+                if storable.contains(&DType::BOOL) {
+                    argsets.push(vec![
+                        Arg::Tensor(DType::BOOL),
+                        Arg::Tensor(dtype),
+                        Arg::Tensor(dtype),
+                    ]);
+                }
+            } else {
+                argsets.push(vec![Arg::Tensor(dtype); arity]);
+                if arity == 2 && builtin != Builtin::Matmul {
+                    argsets.push(vec![Arg::Tensor(dtype), Arg::Scalar(Value::Float(0.5))]);
+                    argsets.push(vec![Arg::Tensor(dtype), Arg::Scalar(Value::Int(2))]);
+                }
+            }
+            for args in argsets {
+                let wide = matches!(builtin, Builtin::ReduceSum | Builtin::Matmul)
+                    && dtype == DType::FLOAT32;
+                let accumulators = if wide {
+                    vec![None, Some(DType::FLOAT64)]
+                } else {
+                    vec![None]
+                };
+                for accumulator in accumulators {
+                    probes.push(Template {
+                        builtin,
+                        args: args.clone(),
+                        accumulator,
+                    });
+                }
+            }
+        }
+    }
+    probes
+}
+
+/// Every plan planning accepts on the carrier's dtypes but the carrier does not advertise is
+/// refused with `UnsupportedOperationPlan`, nothing changed and (with a fault injector)
+/// nothing allocated.
+pub(crate) fn unadvertised(cx: &mut Context<'_>) -> Check {
+    let storable = cx.storable()?;
+    let prototype = prototype(cx)?;
+    for capability in prototype.capabilities().iter() {
+        let matching = prototype.matching_capability(capability.plan());
+        cx.ensure(matching.as_ref() == Some(capability), || {
+            format!("matching_capability of its own advertised {capability} is {matching:?}")
+        })?;
+    }
+    let mut refused = 0;
+    let mut advertised = 0;
+    for template in probes(&storable) {
+        let Ok(plan) = template.plan() else { continue };
+        if prototype.supports_operation_plan(&plan) {
+            advertised += 1;
+            continue;
+        }
+        let geometry = template.geometries().remove(1);
+        let (operands, _) = build(cx, &template, &geometry)?;
+        let carriers = operand_carriers(&operands);
+        let before = snapshots(cx, &carriers)?;
+        let allocations = cx
+            .factory
+            .faults()
+            .map(|f| f.reached(FaultInjector::ALLOCATE));
+        let what = template.describe(&geometry);
+        match call(template.builtin.name(), operands, &template.options()) {
+            Err(Error::UnsupportedOperationPlan(_)) => {}
+            Ok(_) => {
+                return Err(cx.broken(format!(
+                    "{what} ran although the carrier does not advertise its plan {plan}"
+                )))
+            }
+            Err(other) => {
+                return Err(cx.broken(format!(
+                    "{what}, whose plan {plan} is not advertised, failed with {:?} instead of \
+                     UnsupportedOperationPlan: {other}",
+                    other.kind()
+                )))
+            }
+        }
+        let now = cx
+            .factory
+            .faults()
+            .map(|f| f.reached(FaultInjector::ALLOCATE));
+        cx.ensure(allocations == now, || {
+            format!(
+                "refusing {what} allocated {} carriers first",
+                now.unwrap_or(0) - allocations.unwrap_or(0)
+            )
+        })?;
+        if let Some(change) = changed(cx, &carriers, &before)? {
+            return Err(cx.broken(format!("refusing {what} changed an operand: {change}")));
+        }
+        refused += 1;
+    }
+    cx.notes.push(format!(
+        "{refused} unadvertised plans refused, {advertised} probed plans advertised{}",
+        if cx.factory.faults().is_some() {
+            ", allocations counted"
+        } else {
+            ""
+        }
+    ));
+    Ok(())
+}

@@ -1,0 +1,361 @@
+//! The suite's own tests: a correct definition-backed carrier keeps every promise, and a
+//! carrier broken in one way breaks exactly the promise that names it, with a message that
+//! says what happened. The suite has to be able to fail.
+
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::RwLock;
+use strideweave::carrier::{Carrier, CarrierClass, ClassKind, DefinitionFreeCarrier};
+use strideweave::carriers::extension::{
+    InterfaceHandle, Preparation, PreparedKernel, ProviderResult, Submitted,
+};
+use strideweave::operation::{
+    operation_definition, resolve_operation_plan, OperationCapability, PlanOperand,
+    ResolvedInvocation,
+};
+use strideweave::{
+    register_carrier_definition, CarrierDefinition, DType, Error, KernelExecutionInterface,
+    KernelPattern, KernelProvider, Result, StorageProvider, Value,
+};
+use strideweave_conformance::{
+    carrier_conformance, check, run, Factory, FaultInjector, Promise, Verdict,
+};
+
+/// One way to break the Ring carrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flaw {
+    /// None: a correct carrier.
+    None,
+    /// `neg` is advertised but its kernel always fails.
+    FailingKernel,
+    /// `neg` is advertised but its kernel returns the operand's values unchanged.
+    WrongKernel,
+    /// `supports_dtype` answers by bit width, not identity.
+    DtypeByBits,
+    /// `supports_dtype` answers false once the carrier is released.
+    DtypeByState,
+    /// `write` stores the value before consulting its fault point.
+    WriteLandsOnFailure,
+}
+
+/// The Ring carrier's state: Float32 slots.
+#[derive(Default)]
+struct Ring {
+    values: Vec<Value>,
+    released: bool,
+}
+
+fn storage(flaw: Flaw, faults: FaultInjector) -> StorageProvider {
+    let (f1, f2, f3, f4) = (faults.clone(), faults.clone(), faults.clone(), faults);
+    StorageProvider::new(
+        move |ring: &Ring, dtype| match flaw {
+            Flaw::DtypeByBits => dtype.bits() == Some(32),
+            Flaw::DtypeByState => dtype == DType::FLOAT32 && !ring.released,
+            _ => dtype == DType::FLOAT32,
+        },
+        |ring: &Ring| ring.values.len() as i64,
+        move |ring: &mut Ring, slots, _dtype| {
+            f1.check(FaultInjector::ALLOCATE)?;
+            ring.values = vec![Value::Float(0.0); slots];
+            Ok(())
+        },
+        move |ring: &mut Ring| {
+            f2.check("release")?;
+            ring.values.clear();
+            ring.released = true;
+            Ok(())
+        },
+        move |ring: &Ring, index| {
+            f3.check("read")?;
+            Ok(ring.values[index])
+        },
+        move |ring: &mut Ring, index, value| {
+            if flaw == Flaw::WriteLandsOnFailure {
+                ring.values[index] = value;
+                return f4.check("write");
+            }
+            f4.check("write")?;
+            ring.values[index] = value;
+            Ok(())
+        },
+    )
+}
+
+fn neg_kernel(class: CarrierClass, flaw: Flaw, faults: FaultInjector) -> Result<KernelPattern> {
+    let plan = OperationCapability::from_plan(resolve_operation_plan(
+        "neg",
+        &[PlanOperand::Tensor(DType::FLOAT32)],
+        None,
+    )?);
+    KernelPattern::new(
+        &operation_definition("neg")?,
+        [plan],
+        "ring.neg",
+        move |invocation: &ResolvedInvocation, interface: &InterfaceHandle| {
+            faults.check("prepare")?;
+            let x = invocation.call().tensor(0)?.clone();
+            let spec = invocation.results()[0].clone();
+            let faults = faults.clone();
+            Ok(Preparation::Kernel(PreparedKernel::new(
+                interface.clone(),
+                move || {
+                    faults.check("submit")?;
+                    if flaw == Flaw::FailingKernel {
+                        return Err(Error::Runtime("the Ring's neg is not written yet".into()));
+                    }
+                    let layout = spec.layout();
+                    let carrier = Carrier::create(
+                        class,
+                        Ring::default(),
+                        layout.cosize(),
+                        spec.dtype(),
+                        true,
+                    )?;
+                    for (i, value) in x.to_values()?.into_iter().enumerate() {
+                        let x = value.as_f64().unwrap_or(f64::NAN);
+                        let y = if flaw == Flaw::WrongKernel { x } else { -x };
+                        carrier.set(layout.index_of(i)?, Value::Float(y))?;
+                    }
+                    ProviderResult::new([spec.tensor(carrier)?]).map(Submitted::Ready)
+                },
+            )))
+        },
+        0,
+    )
+}
+
+/// A fresh Ring class with `flaw`, and a factory over it consulting `faults`.
+fn ring(flaw: Flaw) -> Factory {
+    let faults = FaultInjector::new([
+        FaultInjector::ALLOCATE,
+        "read",
+        "write",
+        "release",
+        "prepare",
+        "submit",
+    ]);
+    let class = CarrierClass::mint("Ring", ClassKind::Independent);
+    let interface = InterfaceHandle::new(KernelExecutionInterface::new("1").unwrap()).unwrap();
+    let kernels = KernelProvider::new(
+        interface,
+        [neg_kernel(class, flaw, faults.clone()).unwrap()],
+    )
+    .unwrap();
+    let definition = CarrierDefinition::new(storage(flaw, faults.clone()))
+        .with_kernels(kernels)
+        .unwrap();
+    register_carrier_definition(class, definition).unwrap();
+    Factory::new(format!("Ring ({flaw:?})"), move |dtype, values| {
+        let carrier = Carrier::create(class, Ring::default(), values.len(), dtype, true)?;
+        for (i, value) in values.iter().enumerate() {
+            carrier.set(i, *value)?;
+        }
+        Ok(carrier)
+    })
+    .with_faults(faults)
+}
+
+carrier_conformance!(correct_ring, ring(Flaw::None));
+
+/// The message of the broken promise `promise` of `factory`, failing the test when it held.
+fn broken_message(factory: &Factory, promise: Promise) -> String {
+    match check(factory, promise).verdict {
+        Verdict::Broken(broken) => {
+            assert_eq!(broken.promise, promise);
+            broken.to_string()
+        }
+        other => panic!("{promise} should have broken, got {other:?}"),
+    }
+}
+
+/// The promises of `factory` that broke.
+fn broken_promises(factory: &Factory) -> Vec<Promise> {
+    run(factory).broken().iter().map(|b| b.promise).collect()
+}
+
+#[test]
+fn the_correct_ring_injects_failures_at_every_point_and_keeps_every_promise() {
+    let report = run(&ring(Flaw::None));
+    assert!(report.is_conformant(), "{report}");
+    let atomicity = report.outcome(Promise::FailureAtomicity).unwrap();
+    assert_eq!(atomicity.verdict, Verdict::Kept);
+    let fired: u64 = atomicity.notes[0]
+        .split(": ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(fired >= 6, "{}", atomicity.notes[0]);
+    let gradients = report.outcome(Promise::Gradients).unwrap();
+    assert_eq!(gradients.verdict, Verdict::Kept);
+    assert!(
+        gradients
+            .notes
+            .iter()
+            .any(|n| n.starts_with("gradient of neg")),
+        "{gradients:?}"
+    );
+}
+
+#[test]
+fn an_advertised_kernel_that_fails_breaks_the_capability_promise() {
+    let factory = ring(Flaw::FailingKernel);
+    let message = broken_message(&factory, Promise::AdvertisedCapabilities);
+    assert!(
+        message.contains("broken promise 'advertised capabilities execute'"),
+        "{message}"
+    );
+    assert!(message.contains("Ring (FailingKernel): neg(Float32 1:1@0), advertised as neg with operands (tensor Float32->Float32)"), "{message}");
+    assert!(
+        message.contains("the Ring's neg is not written yet"),
+        "{message}"
+    );
+    assert!(
+        message.contains("how to read this: a kernel behind an advertised plan failed"),
+        "{message}"
+    );
+    assert_eq!(
+        broken_promises(&factory),
+        [
+            Promise::AdvertisedCapabilities,
+            Promise::FailureAtomicity,
+            Promise::Gradients
+        ]
+    );
+}
+
+#[test]
+fn an_advertised_kernel_with_wrong_values_breaks_the_capability_promise() {
+    let factory = ring(Flaw::WrongKernel);
+    let message = broken_message(&factory, Promise::AdvertisedCapabilities);
+    assert!(
+        message.contains("neg(Float32 1:1@0) result 0 element 0 (colexicographic) is"),
+        "{message}"
+    );
+    assert!(message.contains("the Generic reference"), "{message}");
+    // The gradient check differentiates the carrier's own forward: a kernel that is wrong
+    // the same way in the backward (neg's rule is neg) is consistent there, and only the
+    // comparison with the reference catches it.
+    assert_eq!(check(&factory, Promise::Gradients).verdict, Verdict::Kept);
+}
+
+#[test]
+fn a_dtype_answer_by_bit_width_breaks_the_identity_promise() {
+    let factory = ring(Flaw::DtypeByBits);
+    let message = broken_message(&factory, Promise::DtypeAnswers);
+    assert!(
+        message.contains("broken promise 'dtype answers by identity'"),
+        "{message}"
+    );
+    assert!(
+        message.contains("a freshly registered 32-bit floating dtype"),
+        "{message}"
+    );
+    assert!(message.contains("= true"), "{message}");
+    assert_eq!(
+        check(&factory, Promise::StorageWrites).verdict,
+        Verdict::Kept
+    );
+}
+
+#[test]
+fn a_dtype_answer_that_depends_on_the_state_breaks_the_identity_promise() {
+    let factory = ring(Flaw::DtypeByState);
+    let message = broken_message(&factory, Promise::DtypeAnswers);
+    assert!(
+        message.contains(
+            "supports_storage_dtype(Float32) answered true before release and false after"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("must not depend on release"), "{message}");
+}
+
+#[test]
+fn a_write_that_lands_before_failing_breaks_the_atomicity_promise() {
+    let factory = ring(Flaw::WriteLandsOnFailure);
+    let message = broken_message(&factory, Promise::FailureAtomicity);
+    assert!(message.contains("writing slot 1 of a Float32 carrier with a fault injected at pass 1 through 'write' failed but changed state: operand carrier 0: slot 1 changed"), "{message}");
+    assert!(
+        message.contains("how to read this: after a failure injected at the named callback"),
+        "{message}"
+    );
+    assert_eq!(broken_promises(&factory), [Promise::FailureAtomicity]);
+}
+
+/// A definition-free carrier whose write mirrors every value through its own public handle:
+/// each `set` lands twice and bumps the version twice.
+struct Mirror {
+    values: RwLock<Vec<Value>>,
+    me: Arc<OnceLock<Carrier>>,
+    mirroring: RwLock<bool>,
+}
+
+impl DefinitionFreeCarrier for Mirror {
+    const NAME: &'static str = "Mirror";
+
+    fn supports_storage_dtype(&self, dtype: DType) -> bool {
+        dtype == DType::FLOAT32
+    }
+
+    fn size(&self) -> usize {
+        self.values.read().len()
+    }
+
+    fn read(&self, index: usize, _dtype: DType) -> Result<Value> {
+        Ok(self.values.read()[index])
+    }
+
+    fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
+        self.values.write()[index] = value;
+        if !*self.mirroring.read() {
+            *self.mirroring.write() = true;
+            let again = self.me.get().map_or(Ok(()), |me| me.set(index, value));
+            *self.mirroring.write() = false;
+            again?;
+        }
+        Ok(())
+    }
+
+    fn release(&self) -> Result<()> {
+        self.values.write().clear();
+        Ok(())
+    }
+
+    fn new_like(&self, values: &[Value], _dtype: DType) -> Result<Self> {
+        Ok(Mirror::holding(values.to_vec()))
+    }
+
+    fn allocate_like(&self, size: usize, _dtype: DType, _empty: bool) -> Result<Self> {
+        Ok(Mirror::holding(vec![Value::Float(0.0); size]))
+    }
+}
+
+impl Mirror {
+    fn holding(values: Vec<Value>) -> Mirror {
+        Mirror {
+            values: RwLock::new(values),
+            me: Arc::new(OnceLock::new()),
+            mirroring: RwLock::new(false),
+        }
+    }
+
+    fn carrier(values: &[Value]) -> Result<Carrier> {
+        let body = Mirror::holding(values.to_vec());
+        let me = Arc::clone(&body.me);
+        let carrier = Carrier::new(body, DType::FLOAT32, true)?;
+        let _ = me.set(carrier.clone());
+        Ok(carrier)
+    }
+}
+
+#[test]
+fn a_write_that_bumps_the_version_twice_breaks_the_version_promise() {
+    let factory = Factory::new("Mirror", |_dtype, values| Mirror::carrier(values));
+    let message = broken_message(&factory, Promise::StorageWrites);
+    assert!(message.contains("broken promise 'storage writes and versions': Mirror: after 1 writes to a Float32 carrier its version is 2, expected 1 (each write bumps exactly once)"), "{message}");
+    assert!(
+        message.contains("how to read this: a write either did not land"),
+        "{message}"
+    );
+}
