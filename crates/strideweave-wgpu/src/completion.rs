@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use strideweave::carriers::extension::{CompletionCell, ProviderCompletion};
@@ -11,6 +13,10 @@ use strideweave::Result;
 use crate::device::GpuDevice;
 
 type Finish<T> = Box<dyn FnOnce() -> Result<T> + Send>;
+
+/// How long a waiter whose work the device retired waits for another thread to finish
+/// running the work's callback before it reports that the work never signalled.
+const CALLBACK_GRACE: Duration = Duration::from_secs(2);
 
 /// The pending outcome of GPU work: the queue submission it waits on, a flag the device
 /// raises when the work is finished (a submitted-work-done or buffer-map callback), and the
@@ -54,6 +60,18 @@ impl<T: Clone + Send + Sync> GpuCompletion<T> {
         }
     }
 
+    /// Waits, up to [`CALLBACK_GRACE`], for the flag of work the device already retired:
+    /// wgpu runs a submission's callbacks on whichever thread polls, so another thread's poll
+    /// may have retired this work and still be running the callback that raises the flag.
+    fn await_callback_elsewhere(&self) -> Result<()> {
+        let start = Instant::now();
+        while !self.finished.load(Ordering::Acquire) && start.elapsed() < CALLBACK_GRACE {
+            thread::sleep(Duration::from_micros(50));
+            self.device.poll(&self.what)?;
+        }
+        Ok(())
+    }
+
     /// Runs the final step once and stores its outcome (or `failure`, when the device failed
     /// first).
     fn settle(&self, failure: Option<strideweave::Error>) {
@@ -87,6 +105,9 @@ impl<T: Clone + Send + Sync> ProviderCompletion<T> for GpuCompletion<T> {
                 // A map callback may run on the poll after the one that retired the
                 // submission.
                 waited = self.device.wait_idle(&self.what);
+            }
+            if waited.is_ok() && !self.finished.load(Ordering::Acquire) {
+                waited = self.await_callback_elsewhere();
             }
             let failure = match waited {
                 Err(error) => Some(error),
