@@ -457,3 +457,38 @@ fn a_file_backed_region_copies_in_bulk_into_a_cpu_carrier() {
         ErrorKind::Value
     );
 }
+
+#[test]
+fn a_bulk_move_failing_midway_leaves_a_cpu_destination_as_it_was() {
+    use strideweave::carriers::{Cpu, FileBacked};
+    use strideweave::Shape;
+    let file = FileBacked::carrier(None, DType::FLOAT32, true).unwrap();
+    let cpu = Cpu::from_f32(&[1.0, 2.0, 3.0, 4.0], true).unwrap();
+    let on_disk = move_to(
+        &Tensor::compact(cpu, Shape::new(4).unwrap()).unwrap(),
+        &file,
+    )
+    .unwrap();
+    // Cut the file after its first slot: the bulk read copies 4 bytes, then fails.
+    let path = file.downcast_ref::<FileBacked>().unwrap().path().unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(4)
+        .unwrap();
+    let destination = Cpu::from_f32(&[9.0, 8.0, 7.0, 6.0], true).unwrap();
+    let error = move_to(&on_disk, &destination).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Io, "{error}");
+    assert!(error.to_string().contains("FileBacked"), "{error}");
+    // The bytes the read had already copied were put back; nothing was published.
+    assert_eq!(
+        Tensor::compact(destination.clone(), Shape::new(4).unwrap())
+            .unwrap()
+            .to_values()
+            .unwrap(),
+        floats(&[9.0, 8.0, 7.0, 6.0])
+    );
+    assert_eq!(destination.version(), 0);
+    assert!(!file.is_released());
+}

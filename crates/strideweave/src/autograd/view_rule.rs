@@ -107,6 +107,6 @@ impl BackwardRule for MoveRule {
             Some(source.dtype()),
             true,
         )?;
-        Ok(vec![Some(crate::movement::copy_to(g, &fresh)?)])
+        Ok(vec![Some(crate::movement::copy_to_scratch(g, &fresh)?)])
     }
 }

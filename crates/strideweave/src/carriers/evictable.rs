@@ -18,7 +18,7 @@ use crate::carriers::tier_pair::check_tier_pair;
 use crate::carriers::BlockDeviceCarrier;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
-use crate::movement::move_to;
+use crate::movement::move_to_scratch;
 use crate::operation::{
     operation_definition, Operand, Operation, OperationCapability, ResolvedInvocation,
 };
@@ -313,7 +313,7 @@ fn transfer(
         }
         let layout = Layout::from_flat(&[size], &[1])?;
         let tensor = Tensor::new(source.carrier().clone(), 0, layout)?;
-        let moved = move_to(&tensor, destination)?;
+        let moved = move_to_scratch(&tensor, destination)?;
         if !moved.carrier().same_as(destination) {
             return Err(Error::Runtime(format!(
                 "the move returned a {} carrier instead of the {} destination",

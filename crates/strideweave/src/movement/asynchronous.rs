@@ -103,6 +103,19 @@ impl Kind {
 /// Starts a move or a copy of `tensor` into `destination` (see [`move_async`] and
 /// [`copy_async`](crate::movement::copy_async)).
 pub(crate) fn start(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Result<MoveHandle> {
+    start_keeping(tensor, destination, kind, true)
+}
+
+/// [`start`], with `keep_previous` false for a scratch destination whose previous contents
+/// nobody reads again (a staging buffer): a failed transfer then leaves whatever it wrote
+/// there instead of paying to save the old contents first. Everything else — checks,
+/// claims, versions, publication — is the same.
+pub(crate) fn start_keeping(
+    tensor: &Tensor,
+    destination: &Carrier,
+    kind: Kind,
+    keep_previous: bool,
+) -> Result<MoveHandle> {
     let grow = check_move(tensor, destination, kind)?;
     // A move recorded for gradients needs its way back before anything changes.
     let grad_enabled = is_grad_enabled();
@@ -110,7 +123,7 @@ pub(crate) fn start(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Resul
         check_route_back(tensor.carrier().class(), destination.class())?;
     }
     // A destination with slots of its own gets them back if the move fails after writing.
-    let journal = Arc::new(SlotJournal::new(!grow));
+    let journal = Arc::new(SlotJournal::new(keep_previous && !grow));
     // Both carriers are claimed from before a route prepares until the terminal outcome, so
     // nothing can write, release or move either while the provider works on them; a refused
     // preparation drops the claims with nothing else changed.

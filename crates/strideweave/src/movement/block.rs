@@ -88,6 +88,17 @@ impl MoveOperation for CpuToBlockDevice {
             .carrier()
             .downcast_ref::<BlockDeviceCarrier>()
             .ok_or_else(|| wrong_class(self.name(), "BlockDeviceCarrier"))?;
+        target.keep_span(|| {
+            let mut previous = vec![0.0f32; element_count];
+            block.read_f32(0, &mut previous)?;
+            let destination = target.carrier().clone();
+            Ok(Box::new(move || {
+                if let Some(block) = destination.downcast_ref::<BlockDeviceCarrier>() {
+                    // Best effort: the move's own error is the one reported.
+                    let _ = block.write_f32(0, &previous);
+                }
+            }))
+        })?;
         cpu.with_f32(|slots| match slots.get(range.clone()) {
             Some(span) => block.write_f32(0, span),
             None => Err(Error::Index(format!(
@@ -118,6 +129,18 @@ impl MoveOperation for BlockDeviceToCpu {
             .carrier()
             .downcast_ref::<Cpu>()
             .ok_or_else(|| wrong_class(self.name(), "CPU"))?;
+        target.keep_span(|| {
+            // A destination too small is refused below, before anything is written.
+            let previous =
+                cpu.with_f32(|slots| slots[..element_count.min(slots.len())].to_vec())?;
+            let destination = target.carrier().clone();
+            Ok(Box::new(move || {
+                if let Some(cpu) = destination.downcast_ref::<Cpu>() {
+                    let _ = cpu
+                        .with_f32_mut(|slots| slots[..previous.len()].copy_from_slice(&previous));
+                }
+            }))
+        })?;
         cpu.with_f32_mut(|slots| {
             let available = slots.len();
             match slots.get_mut(..element_count) {

@@ -44,6 +44,17 @@ impl MoveOperation for CpuToFileBacked {
             .carrier()
             .downcast_ref::<FileBacked>()
             .ok_or_else(|| wrong_class(self.name(), "FileBacked"))?;
+        target.keep_span(|| {
+            let mut previous = vec![0u8; range.len()];
+            file.read_bytes(0, &mut previous)?;
+            let destination = target.carrier().clone();
+            Ok(Box::new(move || {
+                if let Some(file) = destination.downcast_ref::<FileBacked>() {
+                    // Best effort: the move's own error is the one reported.
+                    let _ = file.write_bytes(0, &previous);
+                }
+            }))
+        })?;
         cpu.with_bytes(|bytes| match bytes.get(range.clone()) {
             Some(span) => file.write_bytes(0, span),
             None => Err(Error::Index(format!(
@@ -73,6 +84,18 @@ impl MoveOperation for FileBackedToCpu {
             .carrier()
             .downcast_ref::<Cpu>()
             .ok_or_else(|| wrong_class(self.name(), "CPU"))?;
+        target.keep_span(|| {
+            // A destination too small is refused below, before anything is written.
+            let previous =
+                cpu.with_bytes(|bytes| bytes[..range.len().min(bytes.len())].to_vec())?;
+            let destination = target.carrier().clone();
+            Ok(Box::new(move || {
+                if let Some(cpu) = destination.downcast_ref::<Cpu>() {
+                    let _ = cpu
+                        .with_bytes_mut(|bytes| bytes[..previous.len()].copy_from_slice(&previous));
+                }
+            }))
+        })?;
         cpu.with_bytes_mut(|bytes| match bytes.get_mut(..range.len()) {
             Some(span) => file.read_bytes(range.start as u64, span),
             None => Err(Error::Index(format!(

@@ -2,7 +2,7 @@
 
 use crate::carrier::Carrier;
 use crate::error::Result;
-use crate::movement::asynchronous::{start, Kind};
+use crate::movement::asynchronous::{start, start_keeping, Kind};
 use crate::movement::MoveHandle;
 use crate::tensor::Tensor;
 
@@ -54,4 +54,23 @@ pub fn copy_async(tensor: &Tensor, destination: &Carrier) -> Result<MoveHandle> 
 /// live and unchanged; see [`copy_async`].
 pub fn copy_to(tensor: &Tensor, destination: &Carrier) -> Result<Tensor> {
     copy_async(tensor, destination)?.wait()
+}
+
+/// [`copy_to`] into a scratch `destination` whose previous contents nobody reads again (a
+/// staging buffer): a failed copy may leave part of the new contents there, and saving the
+/// old contents first is skipped. Nothing is published on failure, as for any copy.
+pub(crate) fn copy_to_scratch(tensor: &Tensor, destination: &Carrier) -> Result<Tensor> {
+    start_keeping(tensor, destination, Kind::Copy, false)?.wait()
+}
+
+/// [`move_to`](crate::movement::move_to) into a scratch `destination` whose previous contents
+/// nobody reads again (a freshly allocated tier carrier, the other tier of a residency
+/// transition): as [`copy_to_scratch`], the old contents are not saved first.
+pub(crate) fn move_to_scratch(tensor: &Tensor, destination: &Carrier) -> Result<Tensor> {
+    move_async_to_scratch(tensor, destination)?.wait()
+}
+
+/// [`move_to_scratch`] without waiting: the handle of the move.
+pub(crate) fn move_async_to_scratch(tensor: &Tensor, destination: &Carrier) -> Result<MoveHandle> {
+    start_keeping(tensor, destination, Kind::Move, false)
 }

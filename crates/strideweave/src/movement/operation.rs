@@ -25,12 +25,22 @@ pub trait MoveOperation: Send + Sync {
     fn copy(&self, source: &Tensor, target: &MoveTarget<'_>, element_count: usize) -> Result<()>;
 }
 
-/// The previous values of the destination slots a move wrote, so that a move that fails
-/// after writing part of its destination leaves it exactly as it was. A destination that grew
-/// for the move had no slots before it and journals nothing (it shrinks back instead).
+/// How one recorded write is undone.
+enum Undo {
+    /// Write this value back to this slot.
+    Slot(usize, Value),
+    /// Put back a span a bulk route overwrote (its previous bytes, saved by the route).
+    Span(Box<dyn FnOnce() + Send>),
+}
+
+/// What the writes of one move replaced in its destination, so that a move that fails after
+/// writing part of its destination leaves it exactly as it was: the previous value of every
+/// slot written through [`MoveTarget`]'s writers, and the previous contents of every span a
+/// shipped bulk route overwrote. A destination that grew for the move had no slots before it
+/// and journals nothing (it shrinks back instead).
 pub(crate) struct SlotJournal {
     enabled: bool,
-    previous: Mutex<Vec<(usize, Value)>>,
+    undo: Mutex<Vec<Undo>>,
 }
 
 impl SlotJournal {
@@ -38,7 +48,7 @@ impl SlotJournal {
     pub(crate) fn new(enabled: bool) -> SlotJournal {
         SlotJournal {
             enabled,
-            previous: Mutex::new(Vec::new()),
+            undo: Mutex::new(Vec::new()),
         }
     }
 
@@ -49,17 +59,24 @@ impl SlotJournal {
         if !self.enabled {
             return;
         }
-        let recorded = slots.filter_map(|slot| Some((slot, carrier.read_unchecked(slot).ok()?)));
-        self.previous.lock().extend(recorded);
+        let recorded =
+            slots.filter_map(|slot| Some(Undo::Slot(slot, carrier.read_unchecked(slot).ok()?)));
+        self.undo.lock().extend(recorded);
     }
 
-    /// Puts every recorded slot of `carrier` back, latest write first, and forgets them.
+    /// Puts every recorded slot and span of `carrier` back, latest write first, and forgets
+    /// them.
     pub(crate) fn restore(&self, carrier: &Carrier) {
-        let previous = std::mem::take(&mut *self.previous.lock());
-        for (slot, value) in previous.into_iter().rev() {
-            // The value came from this slot, so restoring it cannot fail for its dtype; a
-            // body that refuses anyway leaves that slot as the move left it.
-            let _ = carrier.write_unversioned(slot, value);
+        let undo = std::mem::take(&mut *self.undo.lock());
+        for entry in undo.into_iter().rev() {
+            match entry {
+                // The value came from this slot, so restoring it cannot fail for its dtype; a
+                // body that refuses anyway leaves that slot as the move left it.
+                Undo::Slot(slot, value) => {
+                    let _ = carrier.write_unversioned(slot, value);
+                }
+                Undo::Span(put_back) => put_back(),
+            }
         }
     }
 }
@@ -78,8 +95,27 @@ impl<'a> MoveTarget<'a> {
     }
 
     /// The destination carrier, for typed bulk copies of a known class.
+    ///
+    /// Writes made directly through it are not journaled: a move operation that writes this
+    /// way and can fail midway keeps the destination whole itself. The shipped bulk routes
+    /// do so with [`keep_span`](MoveTarget::keep_span).
     pub fn carrier(&self) -> &Carrier {
         self.carrier
+    }
+
+    /// Before a bulk route overwrites a span of the destination directly: when the
+    /// destination's previous contents must survive a failed move, `save` reads them and
+    /// returns how to put them back, which a failed move runs (latest first). A save that
+    /// fails fails the move before anything is written.
+    pub(crate) fn keep_span(
+        &self,
+        save: impl FnOnce() -> Result<Box<dyn FnOnce() + Send>>,
+    ) -> Result<()> {
+        if self.journal.enabled {
+            let put_back = save()?;
+            self.journal.undo.lock().push(Undo::Span(put_back));
+        }
+        Ok(())
     }
 
     /// Writes one slot (normalized to the destination dtype).

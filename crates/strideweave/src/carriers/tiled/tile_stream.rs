@@ -12,7 +12,7 @@ use crate::carriers::tiled::tile_copy::Tier;
 use crate::carriers::tiled::tile_pins::{held, WorkingFor};
 use crate::carriers::tiled::tiled_operand::{column_major_strides, flat, TileSource, TiledOperand};
 use crate::error::{Error, Result};
-use crate::movement::copy_to;
+use crate::movement::copy_to_scratch;
 use crate::tensor::Tensor;
 
 /// One tile an item needs: `(operand index, tile index)`.
@@ -253,7 +253,8 @@ impl<'a> TileStream<'a> {
                         fresh
                     }
                 };
-                match copy_to(&view, &destination) {
+                // A pooled staging buffer: its old contents are not kept.
+                match copy_to_scratch(&view, &destination) {
                     Ok(staged) => {
                         fetched.staged.push(destination);
                         fetched.slots += span;

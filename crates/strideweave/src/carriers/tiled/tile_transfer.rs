@@ -6,7 +6,7 @@ use crate::carrier::{Carrier, OwnershipToken};
 use crate::carriers::tiled::tile_copy::{Tier, TileCopy};
 use crate::carriers::tiled::tile_grid::TileGrid;
 use crate::error::Result;
-use crate::movement::{move_async, move_to, MoveHandle};
+use crate::movement::{move_async_to_scratch, move_to_scratch, MoveHandle};
 use crate::tensor::Tensor;
 use crate::Layout;
 
@@ -64,7 +64,7 @@ impl TileTransfer {
             TileCopy::Own(carrier) => {
                 let started = tile_layout(grid)
                     .and_then(|layout| Tensor::new(carrier.clone(), 0, layout))
-                    .and_then(|tensor| move_async(&tensor, &fresh));
+                    .and_then(|tensor| move_async_to_scratch(&tensor, &fresh));
                 match started {
                     Ok(handle) => Work::Moving(handle),
                     Err(error) => {
@@ -152,7 +152,7 @@ pub(crate) fn move_back(
         .allocate_like(grid.tile_size(), true, None, true)?;
     let moved = tile_layout(grid)
         .and_then(|layout| Tensor::new(destination.clone(), 0, layout))
-        .and_then(|tensor| move_to(&tensor, &fresh));
+        .and_then(|tensor| move_to_scratch(&tensor, &fresh));
     match moved {
         Ok(_) => Ok(fresh),
         Err(error) => {

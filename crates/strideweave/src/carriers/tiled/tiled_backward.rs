@@ -20,7 +20,7 @@ use crate::carriers::tiled::tiled_operations::{
 use crate::carriers::tiled::tiled_work::{single, Work, WorkKind};
 use crate::carriers::tiled::{ResidencyPurpose, TileLocation, TileProgress, TileResidency};
 use crate::error::{Error, Result};
-use crate::movement::move_to;
+use crate::movement::move_to_scratch;
 use crate::operation::{call, Operand, ResolvedInvocation};
 use crate::ops;
 use crate::tensor::Tensor;
@@ -327,7 +327,7 @@ impl Sink {
             } else {
                 let destination = secondary.allocate_like(grid.tile_size(), true, None, true)?;
                 let moved = Tensor::new(compact, 0, flat(&[grid.tile_size()], &[1])?)
-                    .and_then(|tile| move_to(&tile, &destination));
+                    .and_then(|tile| move_to_scratch(&tile, &destination));
                 if let Err(error) = moved {
                     let _ = destination.release();
                     return Err(error);

@@ -13,7 +13,7 @@ use crate::carriers::tiled::tile_pins::TilePins;
 use crate::carriers::tiled::tile_table::TileTable;
 use crate::carriers::tiled::{TileLocation, TileResidency};
 use crate::error::{Error, Result};
-use crate::movement::copy_to;
+use crate::movement::copy_to_scratch;
 use crate::tensor::Tensor;
 
 /// The column-major strides of `shape`.
@@ -191,7 +191,8 @@ impl TiledOperand {
         }
         let primary = self.tier(Tier::Primary);
         let staged = primary.allocate_like(self.grid.logical_size(), true, None, true)?;
-        match copy_to(&seed, &staged) {
+        // Freshly allocated with unspecified contents: nothing to keep.
+        match copy_to_scratch(&seed, &staged) {
             Ok(view) => Ok(Some((view, Some(staged)))),
             Err(error) => {
                 let _ = staged.release();

@@ -10,7 +10,7 @@ use crate::carriers::tiled::tiled_operand::{column_major_strides, flat, TiledOpe
 use crate::carriers::tiled::tiled_operations::prefetch_depth;
 use crate::carriers::tiled::{TileLocation, TileProgress, TiledEvictable};
 use crate::error::{Error, Result};
-use crate::movement::move_to;
+use crate::movement::move_to_scratch;
 use crate::ops;
 use crate::tensor::Tensor;
 
@@ -99,7 +99,7 @@ impl TiledEvictable {
             } else {
                 let destination = home.allocate_like(size, true, None, true)?;
                 let moved = Tensor::new(compact, 0, flat(&[size], &[1])?)
-                    .and_then(|tile| move_to(&tile, &destination));
+                    .and_then(|tile| move_to_scratch(&tile, &destination));
                 if let Err(error) = moved {
                     let _ = destination.release();
                     return Err(error);
