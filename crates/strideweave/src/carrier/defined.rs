@@ -3,7 +3,7 @@
 
 use std::any::{Any, TypeId};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::carrier::class::CarrierClass;
 use crate::carrier::definition_free::ErasedCarrier;
@@ -16,8 +16,7 @@ use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
 use crate::operation::dispatch::Outputs;
 use crate::operation::{
-    operation_definition, Operand, Operation, OperationCapability, OperationDefinition,
-    ResolvedInvocation,
+    operation_definition, Authority, Operand, Operation, OperationDefinition, ResolvedInvocation,
 };
 use crate::tensor::Tensor;
 
@@ -32,9 +31,6 @@ pub(crate) struct DefinedBody {
     state: RwLock<ErasedState>,
     /// The frozen execution set of a kernel-backed definition (`None` when storage-only).
     kernels: Option<Arc<ExecutionSet>>,
-    /// The frozen capability snapshot of a dependent (composite) instance, set once by its
-    /// construction before the instance is exposed.
-    capabilities: OnceLock<Arc<[OperationCapability]>>,
 }
 
 impl Carrier {
@@ -126,7 +122,10 @@ impl Carrier {
     /// The composite provider of this carrier's definition, when its class is a
     /// definition-backed dependent class.
     pub(crate) fn composite_provider(&self) -> Option<&CompositeProvider> {
-        self.defined_body()?.definition.composite()
+        match self.authority() {
+            Authority::Composite(composite) => Some(composite),
+            _ => None,
+        }
     }
 }
 
@@ -169,15 +168,20 @@ impl DefinedBody {
         let kernels = definition
             .kernels()
             .map(|provider| freeze_execution_set(class, provider));
+        let definition_composite = definition.composite().cloned();
         let body = DefinedBody {
             class,
             definition,
             extent: AtomicUsize::new(slots),
             state: RwLock::new(state),
-            kernels,
-            capabilities: OnceLock::new(),
+            kernels: kernels.clone(),
         };
-        let carrier = Carrier::from_erased_body(body, class, dtype, mutable);
+        let authority = match (kernels, definition_composite) {
+            (Some(set), _) => Authority::Kernels(set),
+            (None, Some(composite)) => Authority::Composite(composite),
+            (None, None) => Authority::StorageOnly,
+        };
+        let carrier = Carrier::from_erased_body(body, class, authority, dtype, mutable);
         let Some(composite) = carrier.composite_provider() else {
             return Ok(carrier);
         };
@@ -185,9 +189,7 @@ impl DefinedBody {
         // once before it is exposed.
         match composite.instance_capabilities(&carrier) {
             Ok(snapshot) => {
-                if let Some(body) = carrier.defined_body() {
-                    let _ = body.capabilities.set(snapshot);
-                }
+                carrier.fix_reach(snapshot);
                 Ok(carrier)
             }
             Err(error) => {
@@ -448,19 +450,11 @@ impl ErasedCarrier for DefinedBody {
         self.dispatch(name)
     }
 
-    fn instance_capabilities(&self) -> Option<Arc<[OperationCapability]>> {
-        self.capabilities.get().cloned()
-    }
-
     fn as_any(&self) -> &dyn Any {
         self
     }
 
     fn facets(&self) -> &[Arc<dyn CarrierFacet>] {
         self.definition.facets()
-    }
-
-    fn kernels(&self) -> Option<&Arc<ExecutionSet>> {
-        self.kernels.as_ref()
     }
 }

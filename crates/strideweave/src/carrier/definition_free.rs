@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::carrier::class::{CarrierClass, ClassKind};
 use crate::carrier::Carrier;
-use crate::carriers::extension::{CarrierFacet, ExecutionSet};
+use crate::carriers::extension::CarrierFacet;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 use crate::operation::{BuiltinKernel, Operation, OperationCapability};
@@ -198,20 +198,10 @@ pub(crate) trait ErasedCarrier: Send + Sync {
         dtype: DType,
     ) -> Result<()>;
     fn dispatch_op(&self, name: &str) -> Result<Operation>;
-    /// The built-in kernel function of a definition-free body; none for a defined body.
-    fn builtin_kernel(&self) -> Option<BuiltinKernel> {
-        None
-    }
-    fn instance_capabilities(&self) -> Option<Arc<[OperationCapability]>>;
     fn as_any(&self) -> &dyn Any;
     /// The carrier-specific facets of the body's definition; none for a definition-free body.
     fn facets(&self) -> &[Arc<dyn CarrierFacet>] {
         &[]
-    }
-    /// The frozen kernel execution set of the body's definition; none for a definition-free
-    /// or storage-only body.
-    fn kernels(&self) -> Option<&Arc<ExecutionSet>> {
-        None
     }
 }
 
@@ -281,12 +271,6 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
     }
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
         DefinitionFreeCarrier::dispatch_op(self, name)
-    }
-    fn builtin_kernel(&self) -> Option<BuiltinKernel> {
-        DefinitionFreeCarrier::builtin_kernel(self)
-    }
-    fn instance_capabilities(&self) -> Option<Arc<[OperationCapability]>> {
-        DefinitionFreeCarrier::instance_capabilities(self)
     }
     fn as_any(&self) -> &dyn Any {
         self

@@ -3,7 +3,7 @@
 use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::carrier::class::CarrierClass;
 use crate::carrier::definition_free::{DefinitionFreeCarrier, ErasedCarrier};
@@ -12,19 +12,25 @@ use crate::carrier::{
     capabilities_for_carrier_class, check_capability, matching_capability, missing_plan_reason,
     supports_operation_plan, unsupported_plan_reason,
 };
-use crate::carriers::extension::{CarrierFacet, ExecutionSet};
+use crate::carriers::extension::CarrierFacet;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
-use crate::operation::{BuiltinKernel, Operation, OperationCapability, OperationPlan};
+use crate::operation::{Authority, Operation, OperationCapability, OperationPlan};
 
-/// The framework-owned state of a carrier and, last, its body: the implementation behind the
+/// The framework-owned state of a carrier and, last, its body: the storage behind the
 /// handle, stored unsized in the same allocation.
 ///
-/// Today every body is a definition-free carrier ([`ErasedCarrier`]); the carrier extension
-/// adds the definition-backed body (provider-owned state driven by a sealed
-/// `CarrierDefinition`) as another implementation of the erased body.
+/// A carrier is three things fixed at construction: its storage (the body: a definition-free
+/// carrier, or the definition-backed body driven by a sealed `CarrierDefinition`), its
+/// execution [`Authority`], and its reach (the capabilities it answers: the class
+/// declaration, or an instance snapshot).
 struct Inner<B: ?Sized = dyn ErasedCarrier> {
     class: CarrierClass,
+    /// Who executes operations on this carrier's tensors.
+    authority: Authority,
+    /// The instance's capability snapshot; unset when the class declaration answers. Set
+    /// at most once, before the carrier is exposed.
+    reach: OnceLock<Arc<[OperationCapability]>>,
     /// The concrete type of `body`, for [`Carrier::downcast_ref`].
     body_type: TypeId,
     dtype: DType,
@@ -90,8 +96,17 @@ impl Carrier {
             return Err(Error::UnstorableDtype { class, dtype });
         }
         class.observe_construction(ACTION)?;
+        let authority = Authority::Hook {
+            builtin: DefinitionFreeCarrier::builtin_kernel(&body),
+        };
+        let reach = OnceLock::new();
+        if let Some(snapshot) = DefinitionFreeCarrier::instance_capabilities(&body) {
+            let _ = reach.set(snapshot);
+        }
         let inner: Arc<Inner> = Arc::new(Inner {
             class,
+            authority,
+            reach,
             body_type: TypeId::of::<T>(),
             dtype,
             intrinsically_mutable: mutable,
@@ -102,17 +117,20 @@ impl Carrier {
         Ok(Carrier { inner })
     }
 
-    /// Wraps an already validated erased `body` of the exact `class`, with no check left to
-    /// fail: the definition-backed path (`Carrier::create`) and tiny CPU results
-    /// (`Cpu::inline_f32` and its siblings).
+    /// Wraps an already validated erased `body` of the exact `class`, executed by
+    /// `authority`, with no check left to fail: the definition-backed path
+    /// (`Carrier::create`) and tiny CPU results (`Cpu::inline_f32` and its siblings).
     pub(crate) fn from_erased_body<B: ErasedCarrier + 'static>(
         body: B,
         class: CarrierClass,
+        authority: Authority,
         dtype: DType,
         mutable: bool,
     ) -> Carrier {
         let inner: Arc<Inner> = Arc::new(Inner {
             class,
+            authority,
+            reach: OnceLock::new(),
             body_type: TypeId::of::<B>(),
             dtype,
             intrinsically_mutable: mutable,
@@ -147,10 +165,21 @@ impl Carrier {
         &self.inner.body
     }
 
-    /// The frozen kernel execution set of this carrier's definition, when its class is a
-    /// kernel-backed definition-backed class.
-    pub(crate) fn kernel_execution_set(&self) -> Option<&Arc<ExecutionSet>> {
-        self.body().kernels()
+    /// Who executes operations on this carrier's tensors (fixed at construction).
+    #[inline]
+    pub(crate) fn authority(&self) -> &Authority {
+        &self.inner.authority
+    }
+
+    /// Fixes the instance's capability snapshot; called once by the construction of a
+    /// definition-backed dependent carrier, before the carrier is exposed.
+    pub(crate) fn fix_reach(&self, snapshot: Arc<[OperationCapability]>) {
+        let _ = self.inner.reach.set(snapshot);
+    }
+
+    /// The instance snapshot, when this carrier's reach is one.
+    fn snapshot(&self) -> Option<&Arc<[OperationCapability]>> {
+        self.inner.reach.get()
     }
 
     pub(crate) fn lifecycle(&self) -> &Lifecycle {
@@ -455,12 +484,6 @@ impl Carrier {
         self.dispatch_operation(&Arc::from(name))
     }
 
-    /// The class's built-in kernel function, when its body has one.
-    #[inline]
-    pub(crate) fn builtin_kernel(&self) -> Option<BuiltinKernel> {
-        self.body().builtin_kernel()
-    }
-
     /// [`dispatch_op`](Carrier::dispatch_op) with the name already shared (a definition's),
     /// so tagging the operation copies nothing.
     pub(crate) fn dispatch_operation(&self, name: &Arc<str>) -> Result<Operation> {
@@ -477,14 +500,14 @@ impl Carrier {
     /// construction froze their composite provider's answer), otherwise its class's declaration. Reports
     /// reach, not state.
     pub fn capabilities(&self) -> Arc<[OperationCapability]> {
-        self.body()
-            .instance_capabilities()
+        self.snapshot()
+            .cloned()
             .unwrap_or_else(|| capabilities_for_carrier_class(self.class()))
     }
 
     /// Whether this carrier executes `plan`.
     pub fn supports_operation_plan(&self, plan: &OperationPlan) -> bool {
-        match self.body().instance_capabilities() {
+        match self.snapshot() {
             Some(snapshot) => snapshot.iter().any(|c| c.matches(plan)),
             None => supports_operation_plan(self.class(), plan),
         }
@@ -492,7 +515,7 @@ impl Carrier {
 
     /// The capability authorizing `plan` on this carrier, if any.
     pub fn matching_capability(&self, plan: &OperationPlan) -> Option<OperationCapability> {
-        match self.body().instance_capabilities() {
+        match self.snapshot() {
             Some(snapshot) => snapshot.iter().find(|c| c.matches(plan)).cloned(),
             None => matching_capability(self.class(), plan),
         }
@@ -500,9 +523,9 @@ impl Carrier {
 
     /// Why this carrier cannot execute `plan`, or `None` when it can.
     pub fn unsupported_plan_reason(&self, plan: &OperationPlan) -> Option<String> {
-        match self.body().instance_capabilities() {
+        match self.snapshot() {
             Some(snapshot) => (!snapshot.iter().any(|c| c.matches(plan)))
-                .then(|| missing_plan_reason(self.class(), &snapshot, plan)),
+                .then(|| missing_plan_reason(self.class(), snapshot, plan)),
             None => unsupported_plan_reason(self.class(), plan),
         }
     }
@@ -510,7 +533,7 @@ impl Carrier {
     /// The dispatch gate: `UnsupportedOperationPlan` unless this carrier executes `plan`.
     /// The instance snapshot decides when there is one; otherwise the class-level fast path.
     pub(crate) fn check_capability(&self, plan: &OperationPlan) -> Result<()> {
-        let Some(snapshot) = self.body().instance_capabilities() else {
+        let Some(snapshot) = self.snapshot() else {
             return check_capability(self.class(), plan);
         };
         if snapshot.iter().any(|c| c.matches(plan)) {
@@ -519,7 +542,7 @@ impl Carrier {
         Err(Error::UnsupportedOperationPlan(
             UnsupportedOperationPlan::new(
                 plan.operation(),
-                Some(missing_plan_reason(self.class(), &snapshot, plan)),
+                Some(missing_plan_reason(self.class(), snapshot, plan)),
             ),
         ))
     }

@@ -7,12 +7,12 @@
 use std::sync::Arc;
 
 use crate::carrier::{Carrier, CarrierClass};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, UnsupportedOperationPlan};
 use crate::operation::definition::{operation_definition, OperationDefinition};
 use crate::operation::invocation::{OperandList, ResolvedInvocation};
 use crate::operation::provider_scope::ProviderScope;
 use crate::operation::schema::OptionValue;
-use crate::operation::Operand;
+use crate::operation::{Authority, Operand};
 use crate::tensor::Tensor;
 
 /// Calls the registered operation `name` on `operands` with `options`.
@@ -161,29 +161,42 @@ impl OperationDefinition {
         Ok(outputs)
     }
 
-    /// Runs `invocation` on the execution authority of `carrier`'s class: the composite
-    /// provider of a dependent definition (which also declares its results' classes), the
-    /// frozen kernel patterns of a kernel-backed definition in candidate order, or a
-    /// definition-free class's built-in kernel function or dispatch hook.
+    /// Runs `invocation` on the execution authority of `carrier` — the source the gate in
+    /// [`run_resolved`](Self::run_resolved) read its reach from: the composite provider of a
+    /// dependent definition (which also declares its results' classes), the frozen kernel
+    /// patterns of a kernel-backed definition in candidate order, or a definition-free
+    /// class's built-in kernel function or dispatch hook. A storage-only class never gets
+    /// here (it has no capability the gate could match), and answers as the gate would.
     fn execute(
         &self,
         carrier: &Carrier,
         invocation: &ResolvedInvocation,
     ) -> Result<(Outputs, Option<Vec<CarrierClass>>)> {
-        if let Some(composite) = carrier.composite_provider() {
-            let (outputs, classes) = composite.execute(carrier, invocation)?;
-            return Ok((Outputs::Shared(outputs), Some(classes)));
-        }
-        let outputs = match carrier.kernel_execution_set() {
-            Some(kernels) => Outputs::Shared(kernels.execute(invocation)?),
-            None => match (self.builtin(), carrier.builtin_kernel()) {
-                (Some(builtin), Some(kernel)) => Outputs::One([kernel(builtin, invocation)?]),
+        let outputs = match carrier.authority() {
+            Authority::Composite(composite) => {
+                let (outputs, classes) = composite.execute(carrier, invocation)?;
+                return Ok((Outputs::Shared(outputs), Some(classes)));
+            }
+            Authority::Kernels(kernels) => Outputs::Shared(kernels.execute(invocation)?),
+            Authority::Hook { builtin } => match (self.builtin(), builtin) {
+                (Some(operation), Some(kernel)) => Outputs::One([kernel(operation, invocation)?]),
                 _ => Outputs::Many(
                     carrier
                         .dispatch_operation(self.shared_name())?
                         .forward(invocation)?,
                 ),
             },
+            Authority::StorageOnly => {
+                return Err(Error::UnsupportedOperationPlan(
+                    UnsupportedOperationPlan::new(
+                        invocation.plan().operation(),
+                        Some(format!(
+                            "{} is storage-only and executes no operations",
+                            carrier.class()
+                        )),
+                    ),
+                ))
+            }
         };
         Ok((outputs, None))
     }

@@ -2,6 +2,7 @@
 //! call to the carrier that executes it (docs/operations.md;
 //! docs/carriers.md, Dispatch and Capabilities).
 
+mod authority;
 pub(crate) mod builtin;
 mod capability;
 mod definition;
@@ -15,6 +16,7 @@ pub(crate) mod provider_scope;
 mod schema;
 mod vjp;
 
+pub(crate) use authority::Authority;
 pub use builtin::{Builtin, BUILTIN_OPERATIONS};
 pub use capability::{OperandCapability, OperationCapability};
 pub use definition::{

@@ -43,7 +43,7 @@ pub(crate) const INLINE_BOOL: usize = INLINE_BYTES;
 use crate::carrier::{Carrier, CarrierClass, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, validate_storage_dtype, DType, Value};
 use crate::error::{quoted, Error, Result};
-use crate::operation::{Builtin, BuiltinKernel, Operation};
+use crate::operation::{Authority, Builtin, BuiltinKernel, Operation};
 
 const NAME: &str = "CPU";
 const STORABLE: [DType; 3] = [DType::FLOAT32, DType::INT32, DType::BOOL];
@@ -233,8 +233,16 @@ impl Cpu {
             slots: count,
             storage: Storage::Inline(InlineSlots::zeroed(element.width() * count)),
         };
-        let carrier =
-            Carrier::from_erased_body(body, Cpu::carrier_class(), element.dtype(), mutable);
+        let authority = Authority::Hook {
+            builtin: Some(crate::kernels::cpu::execute),
+        };
+        let carrier = Carrier::from_erased_body(
+            body,
+            Cpu::carrier_class(),
+            authority,
+            element.dtype(),
+            mutable,
+        );
         if let Some(Storage::Inline(slots)) = carrier.downcast_ref::<Cpu>().map(|cpu| &cpu.storage)
         {
             fill(slots);
