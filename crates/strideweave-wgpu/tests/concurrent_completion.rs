@@ -6,7 +6,7 @@ mod common;
 
 use std::thread;
 
-use strideweave::operation::call_one;
+use strideweave::operation::call;
 use strideweave::{Result, Shape};
 
 #[test]
@@ -21,7 +21,7 @@ fn kernels_on_many_threads_all_complete() -> Result<()> {
                 for i in 0..40 {
                     let x = gpu.from_f32(&[t as f32, i as f32, 2.0], Shape::new(3)?)?;
                     let y = gpu.from_f32(&[3.0, 0.5, -1.0], Shape::new(3)?)?;
-                    let z = call_one("elementwise_mul", [x.into(), y.into()], &[])?;
+                    let z = call("elementwise_mul", [x.into(), y.into()], &[])?.remove(0);
                     assert_eq!(
                         common::numbers(&common::download(&z)?)?,
                         [t as f64 * 3.0, i as f64 * 0.5, -2.0]
