@@ -4,6 +4,7 @@
 
 mod authority;
 pub(crate) mod builtin;
+mod call_one;
 mod capability;
 mod definition;
 pub(crate) mod dispatch;
@@ -18,6 +19,7 @@ mod vjp;
 
 pub(crate) use authority::Authority;
 pub use builtin::{Builtin, BUILTIN_OPERATIONS};
+pub use call_one::call_one;
 pub use capability::{OperandCapability, OperationCapability};
 pub use definition::{
     define_operation, operation_definition, operation_definitions, OperationDefinition,

@@ -15,7 +15,10 @@ mod kernels;
 mod prepared;
 mod provider_result;
 mod registration;
+mod result_allocation;
+mod slot_storage;
 mod storage_provider;
+mod synchronous_kernel;
 mod transfer;
 mod unsupported;
 
@@ -35,6 +38,7 @@ pub use kernels::{
 pub use prepared::{PreparedComposite, PreparedKernel, PreparedTransfer, Submitted};
 pub use provider_result::ProviderResult;
 pub use registration::{carrier_definition, register_carrier_definition};
+pub use slot_storage::SlotStorage;
 pub(crate) use storage_provider::ErasedState;
 pub use storage_provider::{AllocationContents, StorageProvider};
 pub(crate) use transfer::provider_name as transfer_provider_name;

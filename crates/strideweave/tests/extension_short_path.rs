@@ -1,0 +1,213 @@
+//! The short authoring path: `SlotStorage`, `KernelPattern::synchronous`,
+//! `KernelProvider::with_default_interface`, `OperationCapability::builtin`,
+//! `ResolvedInvocation::allocate_result` / `result_from_f32`, `Tensor::from_f32` /
+//! `to_f32_vec` / `write_f32` and `call_one` build the same records as the long form, with the
+//! framework's checks and atomicity unchanged.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
+use strideweave::carriers::extension::SlotStorage;
+use strideweave::operation::{
+    call, call_one, resolve_operation_plan, OperationCapability, PlanOperand,
+};
+use strideweave::{
+    register_carrier_definition, CarrierDefinition, DType, Error, ErrorKind, KernelPattern,
+    KernelProvider, Result, Shape, StorageProvider, Tensor, Value,
+};
+
+#[derive(Default)]
+struct Slots(Vec<f32>);
+
+impl SlotStorage for Slots {
+    fn supports_dtype(&self, dtype: DType) -> bool {
+        dtype == DType::FLOAT32
+    }
+    fn physical_size(&self) -> usize {
+        self.0.len()
+    }
+    fn allocate(&mut self, slots: usize, _: DType) -> Result<()> {
+        self.0 = vec![0.0; slots];
+        Ok(())
+    }
+    fn read(&self, index: usize) -> Result<Value> {
+        Ok(Value::Float(self.0[index].into()))
+    }
+    fn write(&mut self, index: usize, value: Value) -> Result<()> {
+        self.0[index] = value.as_f64().unwrap_or(f64::NAN) as f32;
+        Ok(())
+    }
+}
+
+/// A class with a synchronous `neg` that fails while `fail` is set.
+fn class(fail: Arc<AtomicBool>) -> Result<CarrierClass> {
+    let class = CarrierClass::mint("ShortSlots", ClassKind::Independent);
+    let neg = KernelPattern::synchronous(
+        [OperationCapability::builtin("neg", &[DType::FLOAT32])?],
+        "short.neg",
+        move |invocation, _| {
+            let x = invocation.call().tensor(0)?.to_f32_vec()?;
+            let out = invocation.allocate_result(0)?;
+            out.write_f32(&x.iter().map(|v| -v).collect::<Vec<_>>())?;
+            if fail.load(Ordering::SeqCst) {
+                return Err(Error::Runtime("the short neg failed on purpose".into()));
+            }
+            Ok(vec![out])
+        },
+    )?;
+    let kernels = KernelProvider::with_default_interface([neg])?;
+    let definition = CarrierDefinition::new(StorageProvider::from_slots::<Slots>());
+    register_carrier_definition(class, definition.with_kernels(kernels)?)?;
+    Ok(class)
+}
+
+fn tensor(class: CarrierClass, xs: &[f32]) -> Result<Tensor> {
+    let carrier = Carrier::create(class, Slots::default(), xs.len(), DType::FLOAT32, true)?;
+    let t = Tensor::compact(carrier, Shape::new(xs.len())?)?;
+    t.write_f32(xs)?;
+    Ok(t)
+}
+
+#[test]
+fn slot_storage_goes_through_the_framework_checks() -> Result<()> {
+    let class = class(Arc::default())?;
+    let carrier = Carrier::create(class, Slots::default(), 3, DType::FLOAT32, true)?;
+    carrier.set(1, Value::Float(0.1))?;
+    assert_eq!(carrier.get(1)?, Value::Float(0.10000000149011612));
+    assert_eq!(carrier.version(), 1);
+    assert_eq!(carrier.get(3).unwrap_err().kind(), ErrorKind::Index);
+    assert_eq!(
+        carrier.set(0, Value::Bool(true)).unwrap_err().kind(),
+        ErrorKind::Type
+    );
+    assert!(!carrier.supports_storage_dtype(DType::INT32)?);
+    let error = Carrier::create(class, Slots::default(), 1, DType::INT32, true).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    carrier.release()?;
+    assert_eq!((carrier.size(), carrier.version()), (0, 1));
+    assert_eq!(carrier.get(0).unwrap_err().kind(), ErrorKind::Runtime);
+    let fresh = carrier.allocate_like(2, true, None, false)?;
+    assert_eq!(fresh.class(), class);
+    assert_eq!(fresh.get(1)?, Value::Float(0.0));
+    Ok(())
+}
+
+#[test]
+fn a_synchronous_kernel_publishes_its_results_and_advertises_its_plan() -> Result<()> {
+    let class = class(Arc::default())?;
+    let x = tensor(class, &[1.5, -2.0, 0.25])?;
+    let plan = resolve_operation_plan("neg", &[PlanOperand::Tensor(DType::FLOAT32)], None)?;
+    assert_eq!(
+        x.carrier().capabilities().to_vec(),
+        [OperationCapability::from_plan(plan)]
+    );
+    let y = call_one("neg", [x.clone().into()], &[])?;
+    assert_eq!(y.carrier().class(), class);
+    assert_eq!(y.to_f32_vec()?, [-1.5, 2.0, -0.25]);
+    assert_eq!(call("neg", [x.clone().into()], &[])?.len(), 1);
+    let refused = call_one("relu", [x.into()], &[]).unwrap_err();
+    assert!(
+        matches!(refused, Error::UnsupportedOperationPlan(_)),
+        "{refused}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_failing_synchronous_kernel_publishes_nothing() -> Result<()> {
+    let fail = Arc::new(AtomicBool::new(true));
+    let class = class(Arc::clone(&fail))?;
+    let x = tensor(class, &[1.0, 2.0])?;
+    let version = x.version();
+    let error = call_one("neg", [x.clone().into()], &[]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "runtime error: the short neg failed on purpose"
+    );
+    assert_eq!((x.version(), x.to_f32_vec()?), (version, vec![1.0, 2.0]));
+    fail.store(false, Ordering::SeqCst);
+    assert_eq!(
+        call_one("neg", [x.into()], &[])?.to_f32_vec()?,
+        [-1.0, -2.0]
+    );
+    Ok(())
+}
+
+#[test]
+fn a_synchronous_pattern_needs_a_plan_of_one_operation() -> Result<()> {
+    let kernel = |_: &_, _: &_| Ok(Vec::new());
+    let empty = KernelPattern::synchronous([], "short.none", kernel).unwrap_err();
+    assert_eq!(empty.kind(), ErrorKind::Value);
+    assert!(
+        empty
+            .to_string()
+            .contains("'short.none' needs at least one plan"),
+        "{empty}"
+    );
+    let mixed = KernelPattern::synchronous(
+        [
+            OperationCapability::builtin("neg", &[DType::FLOAT32])?,
+            OperationCapability::builtin("relu", &[DType::FLOAT32])?,
+        ],
+        "short.mixed",
+        kernel,
+    )
+    .unwrap_err();
+    assert_eq!(mixed.kind(), ErrorKind::Value);
+    Ok(())
+}
+
+#[test]
+fn a_builtin_capability_is_the_plan_planning_resolves() -> Result<()> {
+    let add = OperationCapability::builtin("add", &[DType::INT32, DType::FLOAT32])?;
+    let plan = resolve_operation_plan(
+        "add",
+        &[
+            PlanOperand::Tensor(DType::INT32),
+            PlanOperand::Tensor(DType::FLOAT32),
+        ],
+        None,
+    )?;
+    assert!(add.matches(&plan));
+    let unknown = OperationCapability::builtin("nope", &[DType::FLOAT32]).unwrap_err();
+    assert_eq!(unknown.kind(), ErrorKind::NotImplemented);
+    let arity = OperationCapability::builtin("neg", &[]).unwrap_err();
+    assert_eq!(arity.kind(), ErrorKind::Type);
+    Ok(())
+}
+
+#[test]
+fn f32_values_check_dtype_and_count_before_writing() -> Result<()> {
+    let t = Tensor::from_f32(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], Shape::new((2, 3))?)?;
+    let row = t.slice(&[
+        strideweave::SliceKey::Index(1),
+        strideweave::SliceKey::all(),
+    ])?;
+    assert_eq!(row.to_f32_vec()?, [2.0, 4.0, 6.0]);
+    row.write_f32(&[-2.0, -4.0, -6.0])?;
+    assert_eq!(t.to_f32_vec()?, [1.0, -2.0, 3.0, -4.0, 5.0, -6.0]);
+    assert_eq!(t.version(), 3);
+    let count = row.write_f32(&[1.0]).unwrap_err();
+    assert_eq!(
+        count.to_string(),
+        "value error: 1 values for a tensor of 3 elements"
+    );
+    assert_eq!(t.version(), 3);
+    let shape = Tensor::from_f32(&[1.0], Shape::new(2)?).unwrap_err();
+    assert_eq!(shape.kind(), ErrorKind::Value);
+    let ints = Tensor::compact(
+        strideweave::carriers::Cpu::from_i32(&[1, 2], true)?,
+        Shape::new(2)?,
+    )?;
+    assert_eq!(
+        ints.to_f32_vec().unwrap_err().to_string(),
+        "type error: to_f32_vec needs a Float32 tensor, got Int32"
+    );
+    assert_eq!(
+        ints.write_f32(&[1.0, 2.0]).unwrap_err().kind(),
+        ErrorKind::Type
+    );
+    assert_eq!(ints.version(), 0);
+    Ok(())
+}
