@@ -49,7 +49,7 @@ pub(crate) fn failures(cx: &mut Context<'_>) -> Check {
     let written = cx.carrier(dtype, &values)?;
     let target = written.clone();
     actions.push(Action {
-        what: format!("writing slot 1 of a {dtype} carrier"),
+        what: format!("writing slot 1 of a carrier of {dtype}"),
         watched: Box::new(move || vec![written.clone()]),
         // Each run writes a value other than the slot's, so a write that lands shows.
         run: Box::new(move || target.set(1, other_than(target.get(1)?))),

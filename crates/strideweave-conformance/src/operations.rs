@@ -145,7 +145,7 @@ pub(crate) fn advertised(cx: &mut Context<'_>) -> Check {
     let prototype = prototype(cx)?;
     let capabilities = prototype.capabilities();
     if capabilities.is_empty() {
-        cx.notes.push("advertises no capability".into());
+        cx.not_applicable = Some("advertises no capability".into());
         return Ok(());
     }
     for capability in capabilities.iter() {

@@ -55,7 +55,7 @@ pub(crate) fn reads(cx: &mut Context<'_>) -> Check {
         for n in [0usize, 1, 7].into_iter().filter(|&n| n >= min) {
             let values = cx.rng.values(dtype, n);
             let carrier = cx.carrier(dtype, &values)?;
-            let what = format!("a {dtype} carrier made with {n} values");
+            let what = format!("a carrier of {dtype} made with {n} values");
             cx.ensure(carrier.size() == n, || {
                 format!("{what} reports size {}", carrier.size())
             })?;
@@ -101,13 +101,13 @@ pub(crate) fn writes(cx: &mut Context<'_>) -> Check {
                 cx.rng.value(dtype)
             };
             cx.ok(carrier.set(slot, value), || {
-                format!("writing {value} to slot {slot} of a {dtype} carrier")
+                format!("writing {value} to slot {slot} of a carrier of {dtype}")
             })?;
             expected[slot] = cx.ok(dtype.normalize(value), || "normalizing".into())?;
             let version = carrier.version();
             cx.ensure(version == start + step as u64 + 1, || {
                 format!(
-                    "after {} writes to a {dtype} carrier its version is {version}, expected {} \
+                    "after {} writes to a carrier of {dtype} its version is {version}, expected {} \
                      (each write bumps exactly once)",
                     step + 1,
                     start + step as u64 + 1
@@ -117,7 +117,7 @@ pub(crate) fn writes(cx: &mut Context<'_>) -> Check {
                 cx,
                 &carrier,
                 &expected,
-                &format!("a {dtype} carrier after writing {value} to slot {slot}"),
+                &format!("a carrier of {dtype} after writing {value} to slot {slot}"),
             )?;
         }
         let before = cx.ok(Snapshot::of(&carrier), || "a snapshot".into())?;
@@ -128,29 +128,29 @@ pub(crate) fn writes(cx: &mut Context<'_>) -> Check {
             let result = carrier.set(1, value);
             cx.ensure(result.is_err(), || {
                 format!(
-                    "writing {} value {value} to a {dtype} carrier succeeded",
+                    "writing {} value {value} to a carrier of {dtype} succeeded",
                     value.type_name()
                 )
             })?;
         }
         let immutable = cx.ok(carrier.new_like(&values, false, None), || {
-            format!("new_like(.., mutable = false) of a {dtype} carrier")
+            format!("new_like(.., mutable = false) of a carrier of {dtype}")
         })?;
         cx.ensure(!immutable.is_mutable(), || {
             "new_like(.., mutable = false) made a mutable carrier".into()
         })?;
         let frozen = cx.ok(Snapshot::of(&immutable), || "a snapshot".into())?;
         cx.expect_error(immutable.set(0, expected[1]), ErrorKind::Runtime, || {
-            format!("writing an immutable {dtype} carrier")
+            format!("writing an immutable carrier of {dtype}")
         })?;
         let after = cx.ok(Snapshot::of(&carrier), || "a snapshot".into())?;
         if let Some(change) = before.difference(&after) {
-            return Err(cx.broken(format!("a refused write to a {dtype} carrier: {change}")));
+            return Err(cx.broken(format!("a refused write to a carrier of {dtype}: {change}")));
         }
         let thawed = cx.ok(Snapshot::of(&immutable), || "a snapshot".into())?;
         if let Some(change) = frozen.difference(&thawed) {
             return Err(cx.broken(format!(
-                "a refused write to an immutable {dtype} carrier: {change}"
+                "a refused write to an immutable carrier of {dtype}: {change}"
             )));
         }
         cx.notes.push(format!(
@@ -171,7 +171,9 @@ pub(crate) fn release(cx: &mut Context<'_>) -> Check {
             "a write before release".into()
         })?;
         let version = carrier.version();
-        cx.ok(carrier.release(), || format!("releasing a {dtype} carrier"))?;
+        cx.ok(carrier.release(), || {
+            format!("releasing a carrier of {dtype}")
+        })?;
         cx.ensure(carrier.is_released(), || {
             "is_released is false after release".into()
         })?;
@@ -200,7 +202,7 @@ pub(crate) fn release(cx: &mut Context<'_>) -> Check {
             "supports_storage_dtype on a released carrier".into()
         })?;
         cx.ensure(own, || {
-            format!("a released {dtype} carrier answers supports_storage_dtype({dtype}) = false")
+            format!("a released carrier of {dtype} answers supports_storage_dtype({dtype}) = false")
         })?;
         let fresh = cx.ok(carrier.new_like(&values, true, None), || {
             "new_like of a released prototype".into()
@@ -249,7 +251,7 @@ pub(crate) fn factories(cx: &mut Context<'_>) -> Check {
         let before = cx.ok(Snapshot::of(&prototype), || "a snapshot".into())?;
         let others = cx.rng.values(dtype, if fixed { 4 } else { 3 });
         let copy = cx.ok(prototype.new_like(&others, true, None), || {
-            format!("new_like({} values) of a {dtype} carrier", others.len())
+            format!("new_like({} values) of a carrier of {dtype}", others.len())
         })?;
         cx.ensure(copy.class() == prototype.class(), || {
             format!(
@@ -315,7 +317,7 @@ pub(crate) fn factories(cx: &mut Context<'_>) -> Check {
         };
         for &size in &sizes {
             let zeros = cx.ok(prototype.allocate_like(size, true, None, false), || {
-                format!("allocate_like({size}) of a {dtype} carrier")
+                format!("allocate_like({size}) of a carrier of {dtype}")
             })?;
             cx.ensure(
                 zeros.class() == prototype.class() && zeros.version() == 0,
@@ -348,7 +350,7 @@ pub(crate) fn factories(cx: &mut Context<'_>) -> Check {
         for &other in &storable {
             let converted = cx.ok(
                 prototype.allocate_like(two, true, Some(other), false),
-                || format!("allocate_like({two}, dtype = {other}) of a {dtype} carrier"),
+                || format!("allocate_like({two}, dtype = {other}) of a carrier of {dtype}"),
             )?;
             cx.ensure(converted.dtype() == other, || {
                 format!(
@@ -424,7 +426,7 @@ pub(crate) fn dtype_answers(cx: &mut Context<'_>) -> Check {
             )
         })?;
         cx.ensure(*d != dtype || *answer, || {
-            format!("supports_storage_dtype({dtype}) = false on a {dtype} carrier")
+            format!("supports_storage_dtype({dtype}) = false on a carrier of {dtype}")
         })?;
     }
     cx.ok(carrier.set(0, values[1]), || "a write".into())?;

@@ -96,7 +96,7 @@ impl<'a> Context<'a> {
                     }
                     self.ensure(storable.contains(&dtype), || {
                         format!(
-                            "a {dtype} carrier answered supports_storage_dtype({dtype}) = false \
+                            "a carrier of {dtype} answered supports_storage_dtype({dtype}) = false \
                              for its own dtype"
                         )
                     })?;

@@ -275,7 +275,7 @@ fn a_dtype_answer_that_depends_on_the_state_breaks_the_identity_promise() {
 fn a_write_that_lands_before_failing_breaks_the_atomicity_promise() {
     let factory = ring(Flaw::WriteLandsOnFailure);
     let message = broken_message(&factory, Promise::FailureAtomicity);
-    assert!(message.contains("writing slot 1 of a Float32 carrier with a fault injected at pass 1 through 'write' failed but changed state: operand carrier 0: slot 1 changed"), "{message}");
+    assert!(message.contains("writing slot 1 of a carrier of Float32 with a fault injected at pass 1 through 'write' failed but changed state: operand carrier 0: slot 1 changed"), "{message}");
     assert!(
         message.contains("how to read this: after a failure injected at the named callback"),
         "{message}"
@@ -353,7 +353,7 @@ impl Mirror {
 fn a_write_that_bumps_the_version_twice_breaks_the_version_promise() {
     let factory = Factory::new("Mirror", |_dtype, values| Mirror::carrier(values));
     let message = broken_message(&factory, Promise::StorageWrites);
-    assert!(message.contains("broken promise 'storage writes and versions': Mirror: after 1 writes to a Float32 carrier its version is 2, expected 1 (each write bumps exactly once)"), "{message}");
+    assert!(message.contains("broken promise 'storage writes and versions': Mirror: after 1 writes to a carrier of Float32 its version is 2, expected 1 (each write bumps exactly once)"), "{message}");
     assert!(
         message.contains("how to read this: a write either did not land"),
         "{message}"

@@ -1,0 +1,76 @@
+//! The README's minimal carrier ("Your own carrier"): Float32 slots in a `Vec<f32>` through
+//! [`SlotStorage`] and one synchronous `neg` kernel, built with the short authoring path.
+//! The conformance suite runs its storage, its `neg` on every geometry against the Generic
+//! reference, its refusals and the gradient of `neg`.
+//!
+//! Run with `cargo run -p strideweave-conformance --example one_kernel_carrier`.
+
+use strideweave::carrier::{Carrier, ClassKind};
+use strideweave::carriers::extension::SlotStorage;
+use strideweave::operation::OperationCapability;
+use strideweave::*;
+use strideweave_conformance::{run, Factory};
+
+/// The carrier's Float32 slots.
+#[derive(Default)]
+pub struct Slots(Vec<f32>);
+
+impl SlotStorage for Slots {
+    fn supports_dtype(&self, dtype: DType) -> bool {
+        dtype == DType::FLOAT32
+    }
+    fn physical_size(&self) -> usize {
+        self.0.len()
+    }
+    fn allocate(&mut self, slots: usize, _: DType) -> Result<()> {
+        self.0 = vec![0.0; slots];
+        Ok(())
+    }
+    fn read(&self, i: usize) -> Result<Value> {
+        Ok(Value::Float(self.0[i].into()))
+    }
+    fn write(&mut self, i: usize, value: Value) -> Result<()> {
+        self.0[i] = value.as_f64().unwrap_or(f64::NAN) as f32;
+        Ok(())
+    }
+}
+
+/// Registers a fresh class with the `neg` kernel.
+pub fn define_slots() -> Result<CarrierClass> {
+    let class = CarrierClass::mint("Slots", ClassKind::Independent);
+    let neg = KernelPattern::synchronous(
+        [OperationCapability::builtin("neg", &[DType::FLOAT32])?],
+        "slots.neg",
+        |invocation, _| {
+            let x = invocation.call().tensor(0)?.to_f32_vec()?;
+            let negated: Vec<f32> = x.iter().map(|v| -v).collect();
+            Ok(vec![invocation.result_from_f32(0, &negated)?])
+        },
+    )?;
+    let kernels = KernelProvider::with_default_interface([neg])?;
+    let definition = CarrierDefinition::new(StorageProvider::from_slots::<Slots>());
+    register_carrier_definition(class, definition.with_kernels(kernels)?)?;
+    Ok(class)
+}
+
+/// A conformance factory over a fresh class.
+pub fn slots_factory() -> Result<Factory> {
+    let class = define_slots()?;
+    Ok(Factory::new("Slots (one kernel)", move |dtype, values| {
+        let carrier = Carrier::create(class, Slots::default(), values.len(), dtype, true)?;
+        for (i, value) in values.iter().enumerate() {
+            carrier.set(i, *value)?;
+        }
+        Ok(carrier)
+    }))
+}
+
+#[allow(dead_code)]
+fn main() -> Result<()> {
+    let report = run(&slots_factory()?);
+    println!("{report}");
+    if !report.is_conformant() {
+        std::process::exit(1);
+    }
+    Ok(())
+}
