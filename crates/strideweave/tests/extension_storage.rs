@@ -725,3 +725,106 @@ fn a_provider_sets_up_the_contents_of_factory_allocations_itself() -> Result<()>
     assert_eq!(prototype.get(1)?, Value::Float(6.0));
     Ok(())
 }
+
+/// The carrier a `CallingBack` tier reaches back into from its callbacks.
+static COMPOSER: std::sync::OnceLock<Carrier> = std::sync::OnceLock::new();
+
+/// A tier whose `write` callback, and `read` of slot 1, first read slot 0 of [`COMPOSER`].
+#[derive(Default)]
+struct CallingBack {
+    values: Vec<f32>,
+}
+
+/// A carrier composing one tier: its reads and writes go to the tier.
+#[derive(Default)]
+struct Composing {
+    tier: Option<Carrier>,
+}
+
+#[test]
+fn a_callback_reaching_its_own_carrier_is_refused_rather_than_deadlocking() -> Result<()> {
+    let tier_class = CarrierClass::mint("CallingBackTier", ClassKind::Independent);
+    let composer_class = CarrierClass::mint("ComposingCarrier", ClassKind::Independent);
+    let peek = || COMPOSER.get().map_or(Ok(Value::Float(0.0)), |c| c.get(0));
+    register_carrier_definition(
+        tier_class,
+        CarrierDefinition::new(StorageProvider::new(
+            |_: &CallingBack, dtype| dtype == DType::FLOAT32,
+            |state: &CallingBack| state.values.len() as i64,
+            |state: &mut CallingBack, slots, _| {
+                state.values = vec![0.0; slots];
+                Ok(())
+            },
+            |_: &mut CallingBack| Ok(()),
+            move |state: &CallingBack, index| {
+                // Reading slot 1 reads the composer's slot 0 (which reads no further).
+                if index == 1 {
+                    peek()?;
+                }
+                Ok(Value::Float(f64::from(state.values[index])))
+            },
+            move |state: &mut CallingBack, index, value| {
+                peek()?;
+                state.values[index] = value.as_f64().unwrap_or(0.0) as f32;
+                Ok(())
+            },
+        )),
+    )?;
+    register_carrier_definition(
+        composer_class,
+        CarrierDefinition::new(StorageProvider::new(
+            |_: &Composing, dtype| dtype == DType::FLOAT32,
+            |state: &Composing| state.tier.as_ref().map_or(0, |t| t.size() as i64),
+            |_: &mut Composing, _, _| Ok(()),
+            |_: &mut Composing| Ok(()),
+            |state: &Composing, index| match &state.tier {
+                Some(tier) => tier.get(index),
+                None => Err(Error::Runtime("no tier".into())),
+            },
+            |state: &mut Composing, index, value| match &state.tier {
+                Some(tier) => tier.set(index, value),
+                None => Err(Error::Runtime("no tier".into())),
+            },
+        )),
+    )?;
+    let tier = Carrier::create(tier_class, CallingBack::default(), 2, DType::FLOAT32, true)?;
+    tier.set(0, Value::Float(1.5))?;
+    let composer = Carrier::create(
+        composer_class,
+        Composing {
+            tier: Some(tier.clone()),
+        },
+        2,
+        DType::FLOAT32,
+        true,
+    )?;
+    assert!(COMPOSER.set(composer.clone()).is_ok());
+
+    // Run where a deadlock would show as a timeout rather than a hung test.
+    let (sent, received) = std::sync::mpsc::channel();
+    let worker = composer.clone();
+    std::thread::spawn(move || {
+        let read = worker.get(1);
+        let write = worker.set(1, Value::Float(7.0));
+        let _ = sent.send((read, write));
+    });
+    let (read, write) = received
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the accesses finished instead of deadlocking");
+    // A read under a read is fine: the tier's callback reads the composer again.
+    assert_eq!(read?, Value::Float(0.0));
+    // A write holds the composer exclusively; the tier's callback reaching back is refused.
+    let error = write.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert_eq!(
+        error.to_string(),
+        "runtime error: the ComposingCarrier carrier was accessed again on this thread while \
+         its storage provider writes it (a provider callback, or a carrier it reached, called \
+         back into the same carrier); the access is refused rather than waiting for itself"
+    );
+    assert_eq!(composer.get(1)?, Value::Float(0.0));
+    assert_eq!((composer.version(), tier.version()), (0, 1));
+    // The carrier is usable afterwards: no hold was left behind.
+    assert_eq!(composer.get(0)?, Value::Float(1.5));
+    Ok(())
+}

@@ -3,10 +3,11 @@
 
 use std::any::{Any, TypeId};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
 use crate::carrier::class::CarrierClass;
 use crate::carrier::definition_free::ErasedCarrier;
+use crate::carrier::state_lock::{ExclusiveState, SharedState, StateLock};
 use crate::carrier::Carrier;
 use crate::carriers::extension::{
     carrier_definition, freeze_execution_set, AllocationContents, CarrierDefinition, CarrierFacet,
@@ -28,7 +29,7 @@ pub(crate) struct DefinedBody {
     /// The extent `allocate` established and `physical_size` confirmed (it changes only when
     /// an empty carrier grows as a move destination).
     extent: AtomicUsize,
-    state: RwLock<ErasedState>,
+    state: StateLock,
     /// The frozen execution set of a kernel-backed definition (`None` when storage-only).
     kernels: Option<Arc<ExecutionSet>>,
 }
@@ -91,7 +92,7 @@ impl Carrier {
                 self.class()
             ))
         })?;
-        let state = body.state();
+        let state = body.state()?;
         let typed = (**state).downcast_ref::<S>().ok_or_else(|| {
             Error::Type(format!(
                 "the storage provider of {} keeps {} state, not {}",
@@ -173,7 +174,7 @@ impl DefinedBody {
             class,
             definition,
             extent: AtomicUsize::new(slots),
-            state: RwLock::new(state),
+            state: StateLock::new(state),
             kernels: kernels.clone(),
         };
         let authority = match (kernels, definition_composite) {
@@ -199,12 +200,12 @@ impl DefinedBody {
         }
     }
 
-    fn state(&self) -> RwLockReadGuard<'_, ErasedState> {
-        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    fn state(&self) -> Result<SharedState<'_>> {
+        self.state.read(self.class)
     }
 
-    fn state_mut(&self) -> RwLockWriteGuard<'_, ErasedState> {
-        self.state.write().unwrap_or_else(PoisonError::into_inner)
+    fn state_mut(&self) -> Result<ExclusiveState<'_>> {
+        self.state.write(self.class)
     }
 
     /// A fresh carrier of this class with `slots` slots: fresh state built by the provider
@@ -213,7 +214,7 @@ impl DefinedBody {
         let state = self
             .definition
             .storage()
-            .call_fresh(self.class, self.state().as_ref())?;
+            .call_fresh(self.class, self.state()?.as_ref())?;
         DefinedBody::construct(
             self.class,
             self.definition.clone(),
@@ -323,7 +324,7 @@ impl ErasedCarrier for DefinedBody {
     fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool> {
         self.definition
             .storage()
-            .call_supports_dtype(self.class, self.state().as_ref(), dtype)
+            .call_supports_dtype(self.class, self.state()?.as_ref(), dtype)
     }
 
     fn size(&self) -> usize {
@@ -333,20 +334,20 @@ impl ErasedCarrier for DefinedBody {
     fn read(&self, index: usize, dtype: DType) -> Result<Value> {
         self.definition
             .storage()
-            .call_read(self.class, self.state().as_ref(), index, dtype)
+            .call_read(self.class, self.state()?.as_ref(), index, dtype)
     }
 
     fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
         self.definition
             .storage()
-            .call_write(self.class, self.state_mut().as_mut(), index, value)
+            .call_write(self.class, self.state_mut()?.as_mut(), index, value)
     }
 
     /// All or nothing: on a failing write the slots already written get their previous
     /// values back (best effort) and the error is reported.
     fn write_all(&self, writes: &[(usize, Value)], dtype: DType) -> Result<()> {
         let storage = self.definition.storage();
-        let mut state = self.state_mut();
+        let mut state = self.state_mut()?;
         let previous = writes
             .iter()
             .map(|&(index, _)| storage.call_read(self.class, state.as_ref(), index, dtype))
@@ -365,7 +366,7 @@ impl ErasedCarrier for DefinedBody {
     fn release(&self) -> Result<()> {
         self.definition
             .storage()
-            .call_release(self.class, self.state_mut().as_mut())
+            .call_release(self.class, self.state_mut()?.as_mut())
     }
 
     fn new_like(&self, values: &[Value], dtype: DType, mutable: bool) -> Result<Carrier> {
@@ -389,7 +390,7 @@ impl ErasedCarrier for DefinedBody {
             // The provider establishes the fresh contents itself (zeroed or unspecified).
             let contents = AllocationContents::from_empty(empty);
             let set = carrier.defined_body().map_or(Ok(()), |body| {
-                storage.call_allocation_contents(self.class, body.state_mut().as_mut(), contents)
+                storage.call_allocation_contents(self.class, body.state_mut()?.as_mut(), contents)
             });
             if let Err(error) = set {
                 let _ = carrier.release();
@@ -416,7 +417,7 @@ impl ErasedCarrier for DefinedBody {
     /// on any failure).
     fn set_extent(&self, slots: usize, dtype: DType) -> Result<()> {
         let storage = self.definition.storage();
-        let mut state = self.state_mut();
+        let mut state = self.state_mut()?;
         storage.call_allocate(self.class, state.as_mut(), slots, dtype)?;
         let size = storage.call_physical_size(self.class, state.as_ref())?;
         if size != slots {

@@ -13,6 +13,7 @@ mod definition_free;
 mod handle;
 mod lifecycle;
 mod scatter;
+mod state_lock;
 
 pub use capability_registry::{
     capabilities_for_carrier_class, matching_capability, register_operation_capabilities,
