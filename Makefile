@@ -1,0 +1,29 @@
+# The one test command: `make test` runs every Rust test and every Python test.
+#
+# It creates a virtual environment in $(VENV) (once), installs maturin, pytest and mypy into
+# it, builds the extension module into it with `maturin develop`, then runs
+# `cargo test --workspace`, pytest (tests/python, which also runs examples/python) and
+# `mypy --strict` on the examples and the typing check.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTHON_TOOLS := "maturin>=1.5,<2" "pytest>=7" "mypy>=1.5"
+
+.PHONY: test python-test develop
+
+test: develop
+	cargo test --workspace
+	$(BIN)/python -m pytest
+	$(BIN)/mypy
+
+python-test: develop
+	$(BIN)/python -m pytest
+	$(BIN)/mypy
+
+$(BIN)/maturin:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet $(PYTHON_TOOLS)
+
+develop: $(BIN)/maturin
+	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin develop

@@ -1,0 +1,697 @@
+//! `Carrier` and the shipped carrier classes (CPU, Generic, FileBacked, Evictable,
+//! TiledEvictable), each a Python class over the core's carrier handle.
+//!
+//! Every core carrier has at most one live Python object: a carrier returned from the core
+//! (`t.carrier`, a move's destination) is the object the caller built, found through a table
+//! of weak references keyed by the carrier's identity.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, OnceLock, PoisonError};
+
+use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyTuple, PyType, PyWeakrefReference};
+use pyo3::{PyClass, PyClassInitializer};
+use strideweave::carriers::{
+    AwaitResidency, Cpu, Evictable, FileBacked, Generic, TileLocation, TileResidency, TileSet,
+    TiledEvictable,
+};
+use strideweave::{Carrier, DType, Value};
+
+use crate::convert::{from_value, to_index, to_indices, to_value, type_name};
+use crate::dtype::PyDType;
+use crate::errors::IntoPyResult;
+
+/// The live Python object of each core carrier, by the carrier's identity.
+static OBJECTS: LazyLock<Mutex<ObjectTable>> = LazyLock::new(|| Mutex::new(ObjectTable::new()));
+
+struct ObjectTable {
+    objects: HashMap<usize, Py<PyWeakrefReference>>,
+    prune_at: usize,
+}
+
+impl ObjectTable {
+    fn new() -> ObjectTable {
+        ObjectTable {
+            objects: HashMap::new(),
+            prune_at: 64,
+        }
+    }
+}
+
+fn objects() -> std::sync::MutexGuard<'static, ObjectTable> {
+    OBJECTS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The base of every carrier class: the place a tensor's slots live and the authority that
+/// runs operations on them.
+#[pyclass(name = "Carrier", module = "strideweave", subclass, weakref, frozen)]
+pub struct PyCarrier {
+    inner: OnceLock<Carrier>,
+    facet: OnceLock<Py<PyAny>>,
+}
+
+impl PyCarrier {
+    fn holding(carrier: Carrier) -> PyCarrier {
+        let inner = OnceLock::new();
+        let _ = inner.set(carrier);
+        PyCarrier {
+            inner,
+            facet: OnceLock::new(),
+        }
+    }
+
+    /// The core carrier, or a Type error when the object was never constructed.
+    pub fn carrier(&self) -> PyResult<&Carrier> {
+        self.inner.get().ok_or_else(|| {
+            PyTypeError::new_err("this Carrier was not constructed by a carrier class")
+        })
+    }
+}
+
+/// Remembers `object` as the Python object of `carrier`.
+fn remember(py: Python<'_>, carrier: &Carrier, object: &Bound<'_, PyAny>) -> PyResult<()> {
+    let weak = PyWeakrefReference::new(object)?.unbind();
+    let mut table = objects();
+    table.objects.insert(carrier.id(), weak);
+    if table.objects.len() >= table.prune_at {
+        table
+            .objects
+            .retain(|_, weak| weak.bind(py).upgrade().is_some());
+        table.prune_at = (table.objects.len() * 2).max(64);
+    }
+    Ok(())
+}
+
+/// Builds the Python object of a freshly constructed carrier of class `T`.
+fn construct<T: PyClass<BaseType = PyCarrier> + Default>(
+    carrier: Carrier,
+) -> PyClassInitializer<T> {
+    PyClassInitializer::from(PyCarrier::holding(carrier)).add_subclass(T::default())
+}
+
+/// Registers the object just made by a constructor, so the core's carrier maps back to it.
+fn registered<T: PyClass<BaseType = PyCarrier> + Default>(
+    py: Python<'_>,
+    carrier: Carrier,
+) -> PyResult<Py<PyAny>> {
+    let object = Py::new(py, construct::<T>(carrier.clone()))?.into_any();
+    remember(py, &carrier, object.bind(py))?;
+    Ok(object)
+}
+
+/// The Python object of `carrier`: the live one if there is one, else a new object of the
+/// Python class that matches the carrier's exact class.
+pub fn wrap(py: Python<'_>, carrier: &Carrier) -> PyResult<Py<PyAny>> {
+    let existing = objects()
+        .objects
+        .get(&carrier.id())
+        .map(|w| w.clone_ref(py));
+    if let Some(weak) = existing {
+        if let Some(object) = weak.bind(py).upgrade() {
+            if let Ok(held) = object.cast::<PyCarrier>() {
+                if held.get().inner.get().is_some_and(|c| c.same_as(carrier)) {
+                    return Ok(object.unbind());
+                }
+            }
+        }
+    }
+    let carrier = carrier.clone();
+    match carrier.class().name() {
+        "CPU" => registered::<PyCpu>(py, carrier),
+        "Generic" => registered::<PyGeneric>(py, carrier),
+        "FileBacked" => registered::<PyFileBacked>(py, carrier),
+        "Evictable" => registered::<PyEvictable>(py, carrier),
+        "TiledEvictable" => registered::<PyTiledEvictable>(py, carrier),
+        _ => {
+            let object = Py::new(py, PyCarrier::holding(carrier.clone()))?.into_any();
+            remember(py, &carrier, object.bind(py))?;
+            Ok(object)
+        }
+    }
+}
+
+/// The core carrier of a Python carrier argument; `what` names the argument.
+///
+/// The object is remembered as the carrier's Python object (when none is live), so the core
+/// handing this carrier back later (`t.carrier`) yields this very object.
+pub fn expect_carrier(object: &Bound<'_, PyAny>, what: &str) -> PyResult<Carrier> {
+    let held = object.cast::<PyCarrier>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be a Carrier, got {}",
+            type_name(object)
+        ))
+    })?;
+    let carrier = held.get().carrier()?.clone();
+    let py = object.py();
+    let known = objects()
+        .objects
+        .get(&carrier.id())
+        .map(|weak| weak.clone_ref(py));
+    let live = known.and_then(|weak| weak.bind(py).upgrade());
+    if live.is_none() {
+        remember(py, &carrier, object)?;
+    }
+    Ok(carrier)
+}
+
+fn dtype_arg(dtype: &Bound<'_, PyAny>, what: &str) -> PyResult<DType> {
+    dtype.cast::<PyDType>().map(|d| d.get().inner).map_err(|_| {
+        PyTypeError::new_err(format!("{what} must be a DType, got {}", type_name(dtype)))
+    })
+}
+
+fn values_arg(values: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
+    let iterator = values.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "values must be an iterable of scalars, got {}",
+            type_name(values)
+        ))
+    })?;
+    iterator
+        .map(|item| to_value(&item?, "each value"))
+        .collect()
+}
+
+#[pymethods]
+impl PyCarrier {
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn py_new(
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<Self> {
+        Err(PyTypeError::new_err(
+            "Carrier cannot be constructed directly: construct a carrier class such as CPU, \
+             Generic or FileBacked",
+        ))
+    }
+
+    /// The dtype of every slot.
+    #[getter]
+    fn dtype(&self, py: Python<'_>) -> PyResult<Py<PyDType>> {
+        crate::dtype::wrap(py, self.carrier()?.dtype())
+    }
+
+    /// The number of slots (0 once released).
+    fn size(&self) -> PyResult<usize> {
+        Ok(self.carrier()?.size())
+    }
+
+    /// The version: one more per successful public write.
+    #[getter]
+    fn version(&self) -> PyResult<u64> {
+        Ok(self.carrier()?.version())
+    }
+
+    /// Whether the carrier was released.
+    #[getter]
+    fn is_released(&self) -> PyResult<bool> {
+        Ok(self.carrier()?.is_released())
+    }
+
+    /// Whether a dependent carrier owns this one.
+    #[getter]
+    fn is_owned(&self) -> PyResult<bool> {
+        Ok(self.carrier()?.is_owned())
+    }
+
+    /// Whether writes are allowed now.
+    #[getter]
+    fn is_mutable(&self) -> PyResult<bool> {
+        Ok(self.carrier()?.is_mutable())
+    }
+
+    /// The exact class name the core knows this carrier by.
+    #[getter]
+    fn class_name(&self) -> PyResult<&'static str> {
+        Ok(self.carrier()?.class().name())
+    }
+
+    /// Whether this carrier's class can store `dtype` (answered also after release).
+    fn supports_storage_dtype(&self, dtype: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let dtype = dtype_arg(dtype, "supports_storage_dtype dtype")?;
+        self.carrier()?.supports_storage_dtype(dtype).py()
+    }
+
+    /// The value at physical slot `index`.
+    fn get(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let index = to_index(index, "slot index")?;
+        let value = self.carrier()?.get(index).py()?;
+        from_value(py, value)
+    }
+
+    /// Writes `value` to physical slot `index` (one version step).
+    fn set(&self, index: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let index = to_index(index, "slot index")?;
+        let value = to_value(value, "value")?;
+        self.carrier()?.set(index, value).py()
+    }
+
+    /// Releases the storage; idempotent.
+    fn release(&self) -> PyResult<()> {
+        self.carrier()?.release().py()
+    }
+
+    /// The facet registered under exactly `facet_type`, or `None`.
+    fn facet(slf: &Bound<'_, Self>, facet_type: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
+        let py = slf.py();
+        let facet_type = facet_type_arg(facet_type)?;
+        let this = slf.get();
+        let carrier = this.carrier()?;
+        if !facet_type.is(py.get_type::<PyTiledResidencyFacet>())
+            || carrier.facet::<TileResidency>().is_none()
+        {
+            return Ok(None);
+        }
+        if let Some(facet) = this.facet.get() {
+            return Ok(Some(facet.clone_ref(py)));
+        }
+        let made = Py::new(
+            py,
+            PyClassInitializer::from(PyCarrierFacet).add_subclass(PyTiledResidencyFacet {
+                carrier: carrier.clone(),
+            }),
+        )?
+        .into_any();
+        Ok(Some(this.facet.get_or_init(|| made).clone_ref(py)))
+    }
+
+    /// The facet registered under exactly `facet_type`, or `NotImplementedError`.
+    fn require_facet(slf: &Bound<'_, Self>, facet_type: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        match PyCarrier::facet(slf, facet_type)? {
+            Some(facet) => Ok(facet),
+            None => {
+                let name = facet_type
+                    .cast::<PyType>()
+                    .ok()
+                    .and_then(|t| t.name().ok())
+                    .map(|n| n.to_string())
+                    .unwrap_or_default();
+                let class = slf.get().carrier()?.class().name();
+                Err(PyNotImplementedError::new_err(format!(
+                    "{class} carriers register no {name} facet"
+                )))
+            }
+        }
+    }
+
+    fn __repr__(&self) -> PyResult<String> {
+        let carrier = self.carrier()?;
+        Ok(format!(
+            "{}(size={}, dtype={})",
+            carrier.class().name(),
+            carrier.size(),
+            carrier.dtype()
+        ))
+    }
+}
+
+fn facet_type_arg<'py>(facet_type: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyType>> {
+    let py = facet_type.py();
+    let class = facet_type.cast::<PyType>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "facet_type must be a CarrierFacet subclass, got {}",
+            type_name(facet_type)
+        ))
+    })?;
+    let base = py.get_type::<PyCarrierFacet>();
+    if class.is(&base) || !class.is_subclass(&base)? {
+        return Err(PyTypeError::new_err(format!(
+            "facet_type must be a CarrierFacet subclass, got {}",
+            class.name()?
+        )));
+    }
+    Ok(class.clone())
+}
+
+/// The CPU carrier: Float32, Int32 or Bool slots in host memory.
+#[pyclass(name = "CPU", module = "strideweave", extends = PyCarrier, frozen)]
+#[derive(Default)]
+pub struct PyCpu;
+
+#[pymethods]
+impl PyCpu {
+    #[new]
+    #[pyo3(signature = (size, *, mutable=true, dtype=None, empty=false))]
+    fn py_new(
+        size: &Bound<'_, PyAny>,
+        mutable: bool,
+        dtype: Option<&Bound<'_, PyAny>>,
+        empty: bool,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let size = to_index(size, "CPU size")?;
+        let dtype = match dtype {
+            None => DType::FLOAT32,
+            Some(dtype) => dtype_arg(dtype, "CPU dtype")?,
+        };
+        let carrier = Cpu::carrier(size, dtype, mutable, empty).py()?;
+        Ok(construct::<PyCpu>(carrier))
+    }
+
+    /// A CPU carrier holding `values`, each normalized to `dtype`.
+    #[staticmethod]
+    #[pyo3(signature = (values, *, dtype=None, mutable=true))]
+    fn from_values(
+        py: Python<'_>,
+        values: &Bound<'_, PyAny>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        mutable: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let dtype = match dtype {
+            None => DType::FLOAT32,
+            Some(dtype) => dtype_arg(dtype, "CPU dtype")?,
+        };
+        let values = values_arg(values)?;
+        let carrier = Cpu::from_values(&values, dtype, mutable).py()?;
+        registered::<PyCpu>(py, carrier)
+    }
+
+    /// The address of the first slot, `None` once released.
+    fn pointer(slf: PyRef<'_, Self>) -> PyResult<Option<usize>> {
+        let carrier = slf.as_super().carrier()?;
+        Ok(carrier.downcast_ref::<Cpu>().and_then(Cpu::pointer))
+    }
+}
+
+/// The reference carrier: any storable dtype, values normalized on every write.
+#[pyclass(name = "Generic", module = "strideweave", extends = PyCarrier, frozen)]
+#[derive(Default)]
+pub struct PyGeneric;
+
+#[pymethods]
+impl PyGeneric {
+    #[new]
+    #[pyo3(signature = (values, *, mutable=true, dtype))]
+    fn py_new(
+        values: &Bound<'_, PyAny>,
+        mutable: bool,
+        dtype: &Bound<'_, PyAny>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let dtype = dtype_arg(dtype, "Generic dtype")?;
+        let values = values_arg(values)?;
+        Ok(construct::<PyGeneric>(
+            Generic::carrier(&values, dtype, mutable).py()?,
+        ))
+    }
+}
+
+/// A carrier whose slots live in a raw file (deleted on release).
+#[pyclass(name = "FileBacked", module = "strideweave", extends = PyCarrier, frozen)]
+#[derive(Default)]
+pub struct PyFileBacked;
+
+#[pymethods]
+impl PyFileBacked {
+    #[new]
+    #[pyo3(signature = (filename=None, *, mutable=true, dtype))]
+    fn py_new(
+        filename: Option<&Bound<'_, PyAny>>,
+        mutable: bool,
+        dtype: &Bound<'_, PyAny>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let dtype = dtype_arg(dtype, "FileBacked dtype")?;
+        let filename = match filename {
+            None => None,
+            Some(name) => Some(name.extract::<String>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "FileBacked filename must be a str, got {}",
+                    type_name(name)
+                ))
+            })?),
+        };
+        Ok(construct::<PyFileBacked>(
+            FileBacked::carrier(filename.as_deref(), dtype, mutable).py()?,
+        ))
+    }
+
+    /// The file's path, `None` once released.
+    #[getter]
+    fn path(slf: PyRef<'_, Self>) -> PyResult<Option<String>> {
+        let carrier = slf.as_super().carrier()?;
+        Ok(carrier
+            .downcast_ref::<FileBacked>()
+            .and_then(FileBacked::path)
+            .map(|path| path.to_string_lossy().into_owned()))
+    }
+}
+
+/// A two-tier carrier: a primary tier that can be evicted to a secondary one.
+#[pyclass(name = "Evictable", module = "strideweave", extends = PyCarrier, frozen)]
+#[derive(Default)]
+pub struct PyEvictable;
+
+#[pymethods]
+impl PyEvictable {
+    #[new]
+    fn py_new(
+        primary: &Bound<'_, PyAny>,
+        secondary: &Bound<'_, PyAny>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let primary = expect_carrier(primary, "Evictable primary")?;
+        let secondary = expect_carrier(secondary, "Evictable secondary")?;
+        let carrier = Evictable::carrier(&primary, &secondary).py()?;
+        Ok(construct::<PyEvictable>(carrier))
+    }
+
+    /// Moves the contents to the secondary tier.
+    fn evict(slf: PyRef<'_, Self>) -> PyResult<()> {
+        Evictable::evict(slf.as_super().carrier()?).py()
+    }
+
+    /// Moves the contents back to the primary tier.
+    fn promote(slf: PyRef<'_, Self>) -> PyResult<()> {
+        Evictable::promote(slf.as_super().carrier()?).py()
+    }
+
+    /// Whether the contents are on the secondary tier.
+    #[getter]
+    fn is_evicted(slf: PyRef<'_, Self>) -> PyResult<bool> {
+        Evictable::is_evicted(slf.as_super().carrier()?).py()
+    }
+
+    /// The primary tier.
+    #[getter]
+    fn primary(slf: PyRef<'_, Self>, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let tier = Evictable::primary(slf.as_super().carrier()?).py()?;
+        wrap(py, &tier)
+    }
+
+    /// The secondary tier.
+    #[getter]
+    fn secondary(slf: PyRef<'_, Self>, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let tier = Evictable::secondary(slf.as_super().carrier()?).py()?;
+        wrap(py, &tier)
+    }
+}
+
+/// A carrier whose tiles are spread over a primary and a secondary tier.
+#[pyclass(name = "TiledEvictable", module = "strideweave", extends = PyCarrier, frozen)]
+#[derive(Default)]
+pub struct PyTiledEvictable;
+
+#[pymethods]
+impl PyTiledEvictable {
+    #[new]
+    #[pyo3(signature = (primary, secondary, grid_shape, tile_shape, *, residency_policy=None))]
+    fn py_new(
+        primary: &Bound<'_, PyAny>,
+        secondary: &Bound<'_, PyAny>,
+        grid_shape: &Bound<'_, PyAny>,
+        tile_shape: &Bound<'_, PyAny>,
+        residency_policy: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        if residency_policy.is_some() {
+            return Err(PyNotImplementedError::new_err(
+                "TiledEvictable residency_policy: policies written in Python are not supported yet",
+            ));
+        }
+        let primary = expect_carrier(primary, "TiledEvictable primary")?;
+        let secondary = expect_carrier(secondary, "TiledEvictable secondary")?;
+        let grid = to_indices(grid_shape, "TiledEvictable grid_shape")?;
+        let tile = to_indices(tile_shape, "TiledEvictable tile_shape")?;
+        let carrier = TiledEvictable::carrier(&primary, &secondary, &grid, &tile, None).py()?;
+        Ok(construct::<PyTiledEvictable>(carrier))
+    }
+
+    /// The state of the tile at grid coordinate `coord`.
+    fn tile_state(slf: PyRef<'_, Self>, coord: &Bound<'_, PyAny>) -> PyResult<PyTileState> {
+        let coord = to_indices(coord, "tile coordinate")?;
+        let state = TiledEvictable::tile_state(slf.as_super().carrier()?, &coord).py()?;
+        Ok(PyTileState {
+            location: state.location().name(),
+            valid: state.is_valid(),
+            dirty: state.is_dirty(),
+        })
+    }
+}
+
+/// Where one tile of a TiledEvictable lives and whether it holds data written since.
+#[pyclass(name = "TileState", module = "strideweave", frozen, eq)]
+#[derive(PartialEq)]
+pub struct PyTileState {
+    location: &'static str,
+    valid: bool,
+    dirty: bool,
+}
+
+#[pymethods]
+impl PyTileState {
+    /// `"primary"`, `"secondary"`, `"implicit"` or `"invalid"`.
+    #[getter]
+    fn location(&self) -> &'static str {
+        self.location
+    }
+
+    /// Whether the tile holds defined values.
+    #[getter]
+    fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// Whether the primary copy was written since it was staged.
+    #[getter]
+    fn dirty(&self) -> bool {
+        self.dirty
+    }
+
+    fn __repr__(&self) -> String {
+        let flag = |b: bool| if b { "True" } else { "False" };
+        format!(
+            "TileState(location='{}', valid={}, dirty={})",
+            self.location,
+            flag(self.valid),
+            flag(self.dirty)
+        )
+    }
+}
+
+/// The open marker base of carrier-specific facets, looked up by exact type.
+#[pyclass(name = "CarrierFacet", module = "strideweave", subclass, frozen)]
+pub struct PyCarrierFacet;
+
+#[pymethods]
+impl PyCarrierFacet {
+    #[new]
+    fn py_new() -> Self {
+        PyCarrierFacet
+    }
+}
+
+/// TiledEvictable's residency facet: tile states, tile sets and asynchronous promotion and
+/// eviction of chosen tiles.
+#[pyclass(name = "TiledResidencyFacet", module = "strideweave", extends = PyCarrierFacet, frozen)]
+pub struct PyTiledResidencyFacet {
+    carrier: Carrier,
+}
+
+fn tiles_arg(tiles: &Bound<'_, PyAny>) -> PyResult<TileSet> {
+    let iterator = tiles.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "tiles must be an iterable of tile coordinates, got {}",
+            type_name(tiles)
+        ))
+    })?;
+    let coordinates = iterator
+        .map(|item| to_indices(&item?, "tile coordinate"))
+        .collect::<PyResult<Vec<_>>>()?;
+    TileSet::new(coordinates).py()
+}
+
+fn tiles_out(py: Python<'_>, tiles: &TileSet) -> PyResult<Py<PyTuple>> {
+    let items = tiles
+        .coordinates()
+        .iter()
+        .map(|coordinate| PyTuple::new(py, coordinate))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(PyTuple::new(py, items)?.unbind())
+}
+
+fn location_arg(location: &str) -> PyResult<TileLocation> {
+    match location {
+        "primary" => Ok(TileLocation::Primary),
+        "secondary" => Ok(TileLocation::Secondary),
+        "implicit" => Ok(TileLocation::Implicit),
+        "invalid" => Ok(TileLocation::Invalid),
+        other => Err(PyValueError::new_err(format!(
+            "tile location must be 'primary', 'secondary', 'implicit' or 'invalid', got {other:?}"
+        ))),
+    }
+}
+
+impl PyTiledResidencyFacet {
+    fn residency(&self) -> PyResult<&TileResidency> {
+        TiledEvictable::residency(&self.carrier).py()
+    }
+}
+
+#[pymethods]
+impl PyTiledResidencyFacet {
+    /// The state of the tile at `coord`.
+    fn tile_state(&self, coord: &Bound<'_, PyAny>) -> PyResult<PyTileState> {
+        let coord = to_indices(coord, "tile coordinate")?;
+        let state = self.residency()?.tile_state(&self.carrier, &coord).py()?;
+        Ok(PyTileState {
+            location: state.location().name(),
+            valid: state.is_valid(),
+            dirty: state.is_dirty(),
+        })
+    }
+
+    /// The tiles at `location`, as a sorted tuple of coordinates.
+    fn tiles_at(&self, py: Python<'_>, location: &str) -> PyResult<Py<PyTuple>> {
+        let location = location_arg(location)?;
+        let tiles = self.residency()?.tiles_at(&self.carrier, location).py()?;
+        tiles_out(py, &tiles)
+    }
+
+    /// The tiles written on the primary tier since they were staged.
+    fn dirty_tiles(&self, py: Python<'_>) -> PyResult<Py<PyTuple>> {
+        let tiles = self.residency()?.dirty_tiles(&self.carrier).py()?;
+        tiles_out(py, &tiles)
+    }
+
+    /// Stages `tiles` into the primary tier; returns a completion handle.
+    fn promote_async(
+        &self,
+        py: Python<'_>,
+        tiles: &Bound<'_, PyAny>,
+    ) -> PyResult<PyAwaitResidency> {
+        let tiles = tiles_arg(tiles)?;
+        let residency = self.residency()?;
+        let carrier = self.carrier.clone();
+        let handle = py
+            .detach(|| residency.promote_async(&carrier, &tiles))
+            .py()?;
+        Ok(PyAwaitResidency { inner: handle })
+    }
+
+    /// Writes `tiles` back to the secondary tier; returns a completion handle.
+    fn evict_async(&self, py: Python<'_>, tiles: &Bound<'_, PyAny>) -> PyResult<PyAwaitResidency> {
+        let tiles = tiles_arg(tiles)?;
+        let residency = self.residency()?;
+        let carrier = self.carrier.clone();
+        let handle = py.detach(|| residency.evict_async(&carrier, &tiles)).py()?;
+        Ok(PyAwaitResidency { inner: handle })
+    }
+}
+
+/// The completion of a residency change: `done` and a blocking `wait()`.
+#[pyclass(name = "AwaitResidency", module = "strideweave", frozen)]
+pub struct PyAwaitResidency {
+    inner: AwaitResidency,
+}
+
+#[pymethods]
+impl PyAwaitResidency {
+    /// Whether the change reached its terminal outcome.
+    #[getter]
+    fn done(&self) -> bool {
+        self.inner.done()
+    }
+
+    /// Blocks (without the GIL) until the change ends; raises its error if it failed.
+    fn wait(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.inner.wait()).py()
+    }
+}

@@ -1,0 +1,81 @@
+//! `strideweave._native`: the extension module of the Python package, wrapping the public
+//! Rust API of the `strideweave` crate and adding no semantics of its own. The pure-Python
+//! package `strideweave` (python/strideweave) re-exports it.
+
+mod autograd;
+mod carrier;
+mod convert;
+mod dtype;
+mod errors;
+mod layout;
+mod movement;
+mod tensor;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add(
+        "UnsupportedOperationPlan",
+        py.get_type::<errors::UnsupportedOperationPlan>(),
+    )?;
+    m.add(
+        "ProviderContractError",
+        py.get_type::<errors::ProviderContractError>(),
+    )?;
+    m.add_function(wrap_pyfunction!(errors::_raise_core_error, m)?)?;
+
+    m.add_class::<dtype::PyDType>()?;
+    m.add_class::<layout::PyLayout>()?;
+    m.add_class::<layout::PyComposition>()?;
+
+    m.add_class::<carrier::PyCarrier>()?;
+    m.add_class::<carrier::PyCpu>()?;
+    m.add_class::<carrier::PyGeneric>()?;
+    m.add_class::<carrier::PyFileBacked>()?;
+    m.add_class::<carrier::PyEvictable>()?;
+    m.add_class::<carrier::PyTiledEvictable>()?;
+    m.add_class::<carrier::PyTileState>()?;
+    m.add_class::<carrier::PyCarrierFacet>()?;
+    m.add_class::<carrier::PyTiledResidencyFacet>()?;
+    m.add_class::<carrier::PyAwaitResidency>()?;
+
+    m.add_class::<tensor::PyTensor>()?;
+    for function in [
+        wrap_pyfunction!(tensor::neg, m)?,
+        wrap_pyfunction!(tensor::abs, m)?,
+        wrap_pyfunction!(tensor::exp, m)?,
+        wrap_pyfunction!(tensor::log, m)?,
+        wrap_pyfunction!(tensor::sqrt, m)?,
+        wrap_pyfunction!(tensor::tanh, m)?,
+        wrap_pyfunction!(tensor::sigmoid, m)?,
+        wrap_pyfunction!(tensor::relu, m)?,
+        wrap_pyfunction!(tensor::reduce_max, m)?,
+        wrap_pyfunction!(tensor::add, m)?,
+        wrap_pyfunction!(tensor::sub, m)?,
+        wrap_pyfunction!(tensor::elementwise_mul, m)?,
+        wrap_pyfunction!(tensor::div, m)?,
+        wrap_pyfunction!(tensor::maximum, m)?,
+        wrap_pyfunction!(tensor::minimum, m)?,
+        wrap_pyfunction!(tensor::eq, m)?,
+        wrap_pyfunction!(tensor::lt, m)?,
+        wrap_pyfunction!(tensor::le, m)?,
+        wrap_pyfunction!(tensor::mul, m)?,
+        wrap_pyfunction!(tensor::select, m)?,
+        wrap_pyfunction!(tensor::reduce_sum, m)?,
+        wrap_pyfunction!(tensor::matmul, m)?,
+        wrap_pyfunction!(tensor::grad, m)?,
+        wrap_pyfunction!(autograd::no_grad, m)?,
+        wrap_pyfunction!(autograd::set_grad_enabled, m)?,
+        wrap_pyfunction!(autograd::is_grad_enabled, m)?,
+        wrap_pyfunction!(movement::move_tensor, m)?,
+        wrap_pyfunction!(movement::move_async, m)?,
+        wrap_pyfunction!(movement::copy, m)?,
+    ] {
+        m.add_function(function)?;
+    }
+    m.add_class::<autograd::PyGradMode>()?;
+    m.add_class::<movement::PyMoveHandle>()?;
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! `move`, `move_async` and `copy`: a tensor onto another carrier, the GIL released while the
+//! core transfers.
+
+use pyo3::prelude::*;
+use strideweave::movement::{copy_to, move_async as core_move_async, move_to, MoveHandle};
+
+use crate::carrier::expect_carrier;
+use crate::errors::IntoPyResult;
+use crate::tensor::{expect_tensor, wrap, PyTensor};
+
+/// Moves `tensor` to `destination` and releases the source carrier; returns the tensor on
+/// `destination` (offset 0, same layout).
+#[pyfunction(name = "move")]
+pub fn move_tensor(
+    py: Python<'_>,
+    tensor: &Bound<'_, PyAny>,
+    destination: &Bound<'_, PyAny>,
+) -> PyResult<PyTensor> {
+    let tensor = expect_tensor(tensor, "move tensor")?;
+    let destination = expect_carrier(destination, "move destination")?;
+    py.detach(|| move_to(&tensor, &destination)).py().map(wrap)
+}
+
+/// Starts moving `tensor` to `destination`; returns the completion handle.
+#[pyfunction]
+pub fn move_async(
+    py: Python<'_>,
+    tensor: &Bound<'_, PyAny>,
+    destination: &Bound<'_, PyAny>,
+) -> PyResult<PyMoveHandle> {
+    let tensor = expect_tensor(tensor, "move_async tensor")?;
+    let destination = expect_carrier(destination, "move_async destination")?;
+    let handle = py.detach(|| core_move_async(&tensor, &destination)).py()?;
+    Ok(PyMoveHandle {
+        inner: handle,
+        result: std::sync::OnceLock::new(),
+    })
+}
+
+/// Copies `tensor` to `destination`, leaving the source as it was.
+#[pyfunction]
+pub fn copy(
+    py: Python<'_>,
+    tensor: &Bound<'_, PyAny>,
+    destination: &Bound<'_, PyAny>,
+) -> PyResult<PyTensor> {
+    let tensor = expect_tensor(tensor, "copy tensor")?;
+    let destination = expect_carrier(destination, "copy destination")?;
+    py.detach(|| copy_to(&tensor, &destination)).py().map(wrap)
+}
+
+/// The completion of a move: `done`, and a blocking `wait()` that returns the same Tensor
+/// object (or raises an equal error) every time. No coroutine protocol.
+#[pyclass(name = "AwaitMove", module = "strideweave", frozen)]
+pub struct PyMoveHandle {
+    inner: MoveHandle,
+    result: std::sync::OnceLock<Py<PyTensor>>,
+}
+
+#[pymethods]
+impl PyMoveHandle {
+    /// Whether the move reached its terminal outcome.
+    #[getter]
+    fn done(&self) -> bool {
+        self.inner.done()
+    }
+
+    /// Blocks (without the GIL) until the move ends; the moved Tensor or the move's error.
+    fn wait(&self, py: Python<'_>) -> PyResult<Py<PyTensor>> {
+        if let Some(result) = self.result.get() {
+            return Ok(result.clone_ref(py));
+        }
+        let tensor = py.detach(|| self.inner.wait()).py()?;
+        let made = Py::new(py, wrap(tensor))?;
+        Ok(self.result.get_or_init(|| made).clone_ref(py))
+    }
+}

@@ -1,0 +1,27 @@
+"""The examples under examples/python run as tests, and print what they promise."""
+
+import pathlib
+import subprocess
+import sys
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"
+
+
+def run(name: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_quickstart_prints_its_results() -> None:
+    # loss = sum_m sum_k w[0,k] x[m,k] = (0.5*1 - 1*3) + (0.5*2 - 1*4) = -5.5
+    assert run("quickstart.py").splitlines() == [
+        "layout (4,(2,3)):(1,(4,8)) size 24 cosize 24",
+        "index of (3, (1, 2)): 23",
+        "divide by 4:2 -> ((2,2),(2,3)):((4,1),(2,8))",
+        "matrix [[1.0, 3.0, 5.0], [2.0, 4.0, -1.0]] version 1",
+        "loss [-5.5] d loss / d w [[3.0, 7.0]]",
+        "on disk [[1.0, 3.0, 5.0], [2.0, 4.0, -1.0]] source released True",
+    ]

@@ -1,0 +1,21 @@
+"""Checked by `mypy --strict` only: the stubs accept the documented calls and give the
+documented types."""
+
+import strideweave as sw
+from strideweave.carriers.extension import ProviderCompletion
+
+
+def typed_calls() -> None:
+    layout: sw.Layout = sw.Layout("(2,3):(1,2)")
+    carrier: sw.CPU = sw.CPU(6, dtype=sw.DType.Float32)
+    t: sw.Tensor = sw.Tensor(carrier, 0, layout)
+    total: sw.Tensor = sw.reduce_sum(t + t * 2.0, sw.DType.Float64)
+    size: int = layout.cosize + total.size
+    with sw.no_grad():
+        handle: ProviderCompletion[sw.Tensor] = sw.move_async(t, sw.CPU(6))
+    moved: sw.Tensor = handle.wait()
+    facet = sw.TiledEvictable(sw.CPU(0), sw.CPU(6), [1, 2], [3, 1]).facet(sw.TiledResidencyFacet)
+    if facet is not None:
+        state: sw.TileState = facet.tile_state((0, 0))
+        print(state.location)
+    print(size, moved.version)
