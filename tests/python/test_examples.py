@@ -25,3 +25,12 @@ def test_quickstart_prints_its_results() -> None:
         "loss [-5.5] d loss / d w [[3.0, 7.0]]",
         "on disk [[1.0, 3.0, 5.0], [2.0, 4.0, -1.0]] source released True",
     ]
+
+
+def test_custom_carrier_prints_its_results() -> None:
+    assert run("custom_carrier.py").splitlines() == [
+        "values [[0.0, 0.0], [2.5, 0.0]] version 1",
+        "the device holds [[0.0, 2.5, 0.0, 0.0]]",
+        "t.carrier is carrier: True",
+        "the write failed with OSError('the device is gone') and the version stayed 0",
+    ]

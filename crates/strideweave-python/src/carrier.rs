@@ -10,7 +10,7 @@ use std::sync::{LazyLock, Mutex, OnceLock, PoisonError};
 
 use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyTuple, PyType, PyWeakrefReference};
+use pyo3::types::{PyBool, PyDict, PyTuple, PyType, PyWeakrefReference};
 use pyo3::{PyClass, PyClassInitializer};
 use strideweave::carriers::{
     AwaitResidency, Cpu, Evictable, FileBacked, Generic, TileLocation, TileResidency, TileSet,
@@ -116,6 +116,13 @@ pub fn wrap(py: Python<'_>, carrier: &Carrier) -> PyResult<Py<PyAny>> {
             }
         }
     }
+    if let Some(instance) = crate::authoring::instance_of(py, carrier) {
+        if let Ok(held) = instance.bind(py).cast::<PyCarrier>() {
+            let _ = held.get().inner.set(carrier.clone());
+        }
+        remember(py, carrier, instance.bind(py))?;
+        return Ok(instance);
+    }
     let carrier = carrier.clone();
     match carrier.class().name() {
         "CPU" => registered::<PyCpu>(py, carrier),
@@ -176,15 +183,87 @@ fn values_arg(values: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
 #[pymethods]
 impl PyCarrier {
     #[new]
+    #[classmethod]
     #[pyo3(signature = (*_args, **_kwargs))]
     fn py_new(
+        cls: &Bound<'_, PyType>,
         _args: &Bound<'_, PyTuple>,
-        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+        _kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        Err(PyTypeError::new_err(
-            "Carrier cannot be constructed directly: construct a carrier class such as CPU, \
-             Generic or FileBacked",
-        ))
+        if cls.is(cls.py().get_type::<PyCarrier>()) {
+            return Err(PyTypeError::new_err(
+                "Carrier cannot be constructed directly: construct a carrier class such as CPU, \
+                 Generic or FileBacked, or a Carrier subclass with a registered definition",
+            ));
+        }
+        Ok(PyCarrier {
+            inner: OnceLock::new(),
+            facet: OnceLock::new(),
+        })
+    }
+
+    /// `MyCarrier(slots, *, dtype, mutable=True)` for a Carrier subclass written in Python
+    /// with a registered definition: builds the carrier through its storage provider, whose
+    /// callbacks receive this very object. A shipped class is built by its constructor, and
+    /// its initializer does nothing.
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __init__(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        if slf.get().inner.get().is_some() {
+            return Ok(());
+        }
+        let name = slf.get_type().name()?.to_string();
+        let mut slots = None;
+        let mut dtype = None;
+        let mut mutable = true;
+        if args.len() > 1 {
+            return Err(PyTypeError::new_err(format!(
+                "{name}() takes one positional argument (slots), got {}",
+                args.len()
+            )));
+        }
+        if let Some(first) = args.iter().next() {
+            slots = Some(to_index(&first, &format!("{name} slots"))?);
+        }
+        if let Some(kwargs) = kwargs {
+            for (key, value) in kwargs.iter() {
+                let key: String = key.extract()?;
+                match key.as_str() {
+                    "slots" if slots.is_none() => {
+                        slots = Some(to_index(&value, &format!("{name} slots"))?)
+                    }
+                    "dtype" => dtype = Some(crate::authoring::dtype_of(&value)?),
+                    "mutable" => {
+                        mutable = value
+                            .cast::<PyBool>()
+                            .map_err(|_| {
+                                PyTypeError::new_err(format!(
+                                    "{name} mutable must be a bool, got {}",
+                                    type_name(&value)
+                                ))
+                            })?
+                            .is_true()
+                    }
+                    other => {
+                        return Err(PyTypeError::new_err(format!(
+                            "{name}() got an unexpected keyword argument {other:?}"
+                        )))
+                    }
+                }
+            }
+        }
+        let slots = slots
+            .ok_or_else(|| PyTypeError::new_err(format!("{name}() missing the argument slots")))?;
+        let dtype = dtype.ok_or_else(|| {
+            PyTypeError::new_err(format!("{name}() missing the keyword argument dtype"))
+        })?;
+        let carrier = crate::authoring::construct(slf.as_any(), slots, dtype, mutable)?;
+        let _ = slf.get().inner.set(carrier.clone());
+        remember(slf.py(), &carrier, slf.as_any())?;
+        Ok(())
     }
 
     /// The dtype of every slot.
@@ -194,8 +273,9 @@ impl PyCarrier {
     }
 
     /// The number of slots (0 once released).
-    fn size(&self) -> PyResult<usize> {
-        Ok(self.carrier()?.size())
+    fn size(&self, py: Python<'_>) -> PyResult<usize> {
+        let carrier = self.carrier()?;
+        Ok(py.detach(|| carrier.size()))
     }
 
     /// The version: one more per successful public write.
@@ -229,28 +309,37 @@ impl PyCarrier {
     }
 
     /// Whether this carrier's class can store `dtype` (answered also after release).
-    fn supports_storage_dtype(&self, dtype: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn supports_storage_dtype(&self, py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<bool> {
         let dtype = dtype_arg(dtype, "supports_storage_dtype dtype")?;
-        self.carrier()?.supports_storage_dtype(dtype).py()
+        let carrier = self.carrier()?;
+        py.detach(|| carrier.supports_storage_dtype(dtype)).py()
     }
 
     /// The value at physical slot `index`.
     fn get(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let index = to_index(index, "slot index")?;
-        let value = self.carrier()?.get(index).py()?;
+        let carrier = self.carrier()?;
+        let value = py.detach(|| carrier.get(index)).py()?;
         from_value(py, value)
     }
 
     /// Writes `value` to physical slot `index` (one version step).
-    fn set(&self, index: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn set(
+        &self,
+        py: Python<'_>,
+        index: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let index = to_index(index, "slot index")?;
         let value = to_value(value, "value")?;
-        self.carrier()?.set(index, value).py()
+        let carrier = self.carrier()?;
+        py.detach(|| carrier.set(index, value)).py()
     }
 
     /// Releases the storage; idempotent.
-    fn release(&self) -> PyResult<()> {
-        self.carrier()?.release().py()
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        let carrier = self.carrier()?;
+        py.detach(|| carrier.release()).py()
     }
 
     /// The facet registered under exactly `facet_type`, or `None`.
@@ -259,6 +348,9 @@ impl PyCarrier {
         let facet_type = facet_type_arg(facet_type)?;
         let this = slf.get();
         let carrier = this.carrier()?;
+        if let Some(facets) = carrier.facet::<crate::authoring::PythonFacets>() {
+            return Ok(facets.find(py, &facet_type));
+        }
         if !facet_type.is(py.get_type::<PyTiledResidencyFacet>())
             || carrier.facet::<TileResidency>().is_none()
         {
@@ -694,4 +786,17 @@ impl PyAwaitResidency {
     fn wait(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| self.inner.wait()).py()
     }
+}
+
+/// Whether `class` is one of the extension module's own carrier classes.
+pub fn is_native_class(py: Python<'_>, class: &Bound<'_, PyType>) -> bool {
+    [
+        py.get_type::<PyCpu>(),
+        py.get_type::<PyGeneric>(),
+        py.get_type::<PyFileBacked>(),
+        py.get_type::<PyEvictable>(),
+        py.get_type::<PyTiledEvictable>(),
+    ]
+    .iter()
+    .any(|native| class.is(native))
 }

@@ -2,7 +2,9 @@
 //! Rust API of the `strideweave` crate and adding no semantics of its own. The pure-Python
 //! package `strideweave` (python/strideweave) re-exports it.
 
+mod authoring;
 mod autograd;
+mod callback_error;
 mod carrier;
 mod convert;
 mod dtype;
@@ -40,6 +42,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<carrier::PyCarrierFacet>()?;
     m.add_class::<carrier::PyTiledResidencyFacet>()?;
     m.add_class::<carrier::PyAwaitResidency>()?;
+
+    m.add_class::<authoring::PyStorageProvider>()?;
+    m.add_class::<authoring::PyCarrierDefinition>()?;
+    m.add_function(wrap_pyfunction!(authoring::register_carrier_definition, m)?)?;
 
     m.add_class::<tensor::PyTensor>()?;
     for function in [

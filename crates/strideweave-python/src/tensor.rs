@@ -387,6 +387,7 @@ impl PyTensor {
 impl PyTensor {
     #[new]
     fn py_new(
+        py: Python<'_>,
         carrier: &Bound<'_, PyAny>,
         offset: &Bound<'_, PyAny>,
         layout: &Bound<'_, PyAny>,
@@ -394,15 +395,21 @@ impl PyTensor {
         let carrier = expect_carrier(carrier, "Tensor carrier")?;
         let offset = to_index(offset, "Tensor offset")?;
         let layout = expect_layout(layout, "Tensor layout")?;
-        Ok(wrap(Tensor::new(carrier, offset, layout).py()?))
+        let tensor = py.detach(|| Tensor::new(carrier, offset, layout)).py()?;
+        Ok(wrap(tensor))
     }
 
     /// A tensor over the first slots of `carrier` with the column-major layout of `shape`.
     #[staticmethod]
-    fn compact(carrier: &Bound<'_, PyAny>, shape: &Bound<'_, PyAny>) -> PyResult<Self> {
+    fn compact(
+        py: Python<'_>,
+        carrier: &Bound<'_, PyAny>,
+        shape: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
         let carrier = expect_carrier(carrier, "Tensor carrier")?;
         let shape = to_shape(shape, "Tensor shape")?;
-        Ok(wrap(Tensor::compact(carrier, shape).py()?))
+        let tensor = py.detach(|| Tensor::compact(carrier, shape)).py()?;
+        Ok(wrap(tensor))
     }
 
     /// The carrier holding the slots (the same object the tensor was built on).
@@ -455,16 +462,24 @@ impl PyTensor {
 
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         match parse_key(&self.inner, key)? {
-            Key::Element(coordinate) => from_value(py, self.inner.get(&coordinate).py()?),
+            Key::Element(coordinate) => {
+                let value = py.detach(|| self.inner.get(&coordinate)).py()?;
+                from_value(py, value)
+            }
             Key::View(keys) => Ok(Py::new(py, wrap(self.inner.slice(&keys).py()?))?.into_any()),
         }
     }
 
-    fn __setitem__(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         match parse_key(&self.inner, key)? {
             Key::Element(coordinate) => {
                 let value = to_value(value, "the written value")?;
-                self.inner.set(&coordinate, value).py()
+                py.detach(|| self.inner.set(&coordinate, value)).py()
             }
             Key::View(_) => Err(PyTypeError::new_err(
                 "a tensor assignment writes one element: give one coordinate per mode",

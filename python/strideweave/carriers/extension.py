@@ -1,15 +1,20 @@
 """The carrier-extension surface (the seed's ``strideweave.carriers.extension``).
 
-This module holds the parts of the surface the package provides so far: the
-``CarrierFacet`` marker base (the same object as ``strideweave.CarrierFacet``) and the
-structural ``ProviderCompletion`` protocol. The definition, provider, route, pack and pattern
-records and the two registration functions are not provided yet (docs/python.md lists what
-is missing).
+This module holds the parts of the surface the package provides so far: ``CarrierDefinition``,
+``StorageProvider``, ``register_carrier_definition`` and the ``CarrierFacet`` marker base (the
+same objects as the top-level names), and the structural ``ProviderCompletion`` protocol. The
+kernel, transfer, composite and prepared-work records and ``register_kernel_pack`` are not
+provided yet (docs/python.md lists what is missing).
 """
 
 from typing import Protocol, TypeVar, runtime_checkable
 
-from .._native import CarrierFacet as CarrierFacet
+from .._native import (
+    CarrierDefinition as CarrierDefinition,
+    CarrierFacet as CarrierFacet,
+    StorageProvider as StorageProvider,
+    register_carrier_definition as register_carrier_definition,
+)
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -32,4 +37,10 @@ class ProviderCompletion(Protocol[T_co]):
         ...
 
 
-__all__ = ["CarrierFacet", "ProviderCompletion"]
+__all__ = [
+    "CarrierDefinition",
+    "CarrierFacet",
+    "ProviderCompletion",
+    "StorageProvider",
+    "register_carrier_definition",
+]
