@@ -1,17 +1,30 @@
 //! `StateLock`: the lock around a definition-backed carrier's provider state, which refuses
 //! an access that re-enters the same carrier on the same thread instead of deadlocking.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::carrier::CarrierClass;
 use crate::carriers::extension::ErasedState;
 use crate::error::{Error, Result};
 
+/// How many nested shared holds per thread are remembered (deeper ones are not checked for
+/// an upgrade to exclusive).
+const REMEMBERED: usize = 8;
+
 thread_local! {
-    /// The state locks this thread holds: (lock address, exclusive).
-    static HELD: RefCell<Vec<(usize, bool)>> = const { RefCell::new(Vec::new()) };
+    /// The state locks this thread holds shared (their addresses; 0 is a free entry). No
+    /// destructor, so reaching it is a plain thread-local access.
+    static SHARED: Cell<[usize; REMEMBERED]> = const { Cell::new([0; REMEMBERED]) };
+    /// A marker whose address identifies the current thread while it lives.
+    static THREAD: u8 = const { 0 };
+}
+
+/// An identity of the current thread, distinct from every other live thread's and from 0.
+fn this_thread() -> usize {
+    THREAD.with(|marker| marker as *const u8 as usize)
 }
 
 /// The provider-owned state of one definition-backed carrier behind a reader-writer lock.
@@ -23,6 +36,8 @@ thread_local! {
 /// never end: that access is a Runtime error instead. Nested shared access is allowed.
 pub(crate) struct StateLock {
     lock: RwLock<ErasedState>,
+    /// The thread holding the lock exclusively ([`this_thread`]), or 0.
+    writer: AtomicUsize,
 }
 
 /// Shared access to the state; released on drop.
@@ -34,72 +49,84 @@ pub(crate) struct SharedState<'a> {
 /// Exclusive access to the state; released on drop.
 pub(crate) struct ExclusiveState<'a> {
     guard: RwLockWriteGuard<'a, ErasedState>,
-    key: usize,
+    writer: &'a AtomicUsize,
 }
 
 impl StateLock {
     pub(crate) fn new(state: ErasedState) -> StateLock {
         StateLock {
             lock: RwLock::new(state),
+            writer: AtomicUsize::new(0),
         }
+    }
+
+    fn key(&self) -> usize {
+        self as *const StateLock as usize
     }
 
     /// Shared access; a Runtime error naming `class` when this thread holds it exclusively.
     pub(crate) fn read(&self, class: CarrierClass) -> Result<SharedState<'_>> {
-        let key = self.enter(class, false)?;
+        if self.writer.load(Ordering::Acquire) == this_thread() {
+            return Err(reentered(class, "writes"));
+        }
         let guard = self.lock.read().unwrap_or_else(PoisonError::into_inner);
+        let key = self.key();
+        SHARED.with(|shared| {
+            let mut held = shared.get();
+            if let Some(free) = held.iter_mut().find(|k| **k == 0) {
+                *free = key;
+                shared.set(held);
+            }
+        });
         Ok(SharedState { guard, key })
     }
 
     /// Exclusive access; a Runtime error naming `class` when this thread holds it already.
     pub(crate) fn write(&self, class: CarrierClass) -> Result<ExclusiveState<'_>> {
-        let key = self.enter(class, true)?;
+        let me = this_thread();
+        if self.writer.load(Ordering::Acquire) == me {
+            return Err(reentered(class, "writes"));
+        }
+        let key = self.key();
+        if SHARED.with(|shared| shared.get().contains(&key)) {
+            return Err(reentered(class, "reads"));
+        }
         let guard = self.lock.write().unwrap_or_else(PoisonError::into_inner);
-        Ok(ExclusiveState { guard, key })
-    }
-
-    /// Records that this thread is about to hold the lock, unless that would wait for itself.
-    fn enter(&self, class: CarrierClass, exclusive: bool) -> Result<usize> {
-        let key = self as *const StateLock as usize;
-        HELD.with(|held| {
-            let mut held = held.borrow_mut();
-            if let Some(&(_, holding_exclusive)) = held.iter().find(|(k, _)| *k == key) {
-                if holding_exclusive || exclusive {
-                    let doing = if holding_exclusive { "writes" } else { "reads" };
-                    return Err(Error::Runtime(format!(
-                        "the {class} carrier was accessed again on this thread while its \
-                         storage provider {doing} it (a provider callback, or a carrier it \
-                         reached, called back into the same carrier); the access is refused \
-                         rather than waiting for itself"
-                    )));
-                }
-            }
-            held.push((key, exclusive));
-            Ok(key)
+        self.writer.store(me, Ordering::Release);
+        Ok(ExclusiveState {
+            guard,
+            writer: &self.writer,
         })
     }
 }
 
-/// Forgets one hold of the lock at `key` by this thread.
-fn leave(key: usize) {
-    // A thread being torn down has no holds left to forget.
-    let _ = HELD.try_with(|held| {
-        let mut held = held.borrow_mut();
-        if let Some(position) = held.iter().rposition(|(k, _)| *k == key) {
-            held.remove(position);
-        }
-    });
+/// The error of an access that would wait for a hold of this same thread.
+fn reentered(class: CarrierClass, doing: &str) -> Error {
+    Error::Runtime(format!(
+        "the {class} carrier was accessed again on this thread while its storage provider \
+         {doing} it (a provider callback, or a carrier it reached, called back into the same \
+         carrier); the access is refused rather than waiting for itself"
+    ))
 }
 
 impl Drop for SharedState<'_> {
     fn drop(&mut self) {
-        leave(self.key);
+        let key = self.key;
+        // A thread being torn down has no holds left to forget.
+        let _ = SHARED.try_with(|shared| {
+            let mut held = shared.get();
+            if let Some(entry) = held.iter_mut().rev().find(|k| **k == key) {
+                *entry = 0;
+                shared.set(held);
+            }
+        });
     }
 }
 
 impl Drop for ExclusiveState<'_> {
     fn drop(&mut self) {
-        leave(self.key);
+        // Cleared before the guard (a later field) unlocks.
+        self.writer.store(0, Ordering::Release);
     }
 }
 
