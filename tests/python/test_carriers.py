@@ -150,3 +150,14 @@ def test_carrier_objects_keep_their_identity_through_the_core() -> None:
     assert t[1:3].carrier is carrier
     moved = sw.move(t, sw.CPU(4))
     assert moved.carrier is not carrier and moved.carrier is moved.carrier
+
+
+def test_capabilities_list_the_executable_plans() -> None:
+    capabilities = sw.CPU(1).capabilities()
+    assert capabilities == sw.CPU(2).capabilities()
+    assert all(isinstance(c, sw.OperationCapability) for c in capabilities)
+    operations = {c.operation for c in capabilities}
+    assert {"add", "matmul", "reduce_sum", "relu"} <= operations
+    add = [c for c in capabilities if c.operation == "add"]
+    assert str(add[0]).startswith("add with operands (")
+    assert sw.FileBacked(dtype=sw.DType.Float32).capabilities() == ()

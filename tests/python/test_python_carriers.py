@@ -287,6 +287,7 @@ def test_a_storage_only_carrier_moves_by_elementwise_fallback_and_has_no_capabil
     assert moved.carrier is destination
     assert moved.to_list() == [1.0, 2.0, 3.0]
     assert source.carrier.is_released
+    assert destination.capabilities() == ()
     with pytest.raises(sw.UnsupportedOperationPlan) as info:
         sw.add(moved, moved)
     assert info.value.operation == "add"

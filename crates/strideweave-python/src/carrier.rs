@@ -342,6 +342,25 @@ impl PyCarrier {
         py.detach(|| carrier.release()).py()
     }
 
+    /// The plans this carrier executes, in the deterministic capability order; `()` for a
+    /// storage-only carrier.
+    fn capabilities(&self, py: Python<'_>) -> PyResult<Py<PyTuple>> {
+        let carrier = self.carrier()?;
+        let capabilities = py.detach(|| carrier.capabilities());
+        let items = capabilities
+            .iter()
+            .map(|capability| {
+                Py::new(
+                    py,
+                    PyOperationCapability {
+                        inner: capability.clone(),
+                    },
+                )
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyTuple::new(py, items)?.unbind())
+    }
+
     /// The facet registered under exactly `facet_type`, or `None`.
     fn facet(slf: &Bound<'_, Self>, facet_type: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
         let py = slf.py();
@@ -799,4 +818,41 @@ pub fn is_native_class(py: Python<'_>, class: &Bound<'_, PyType>) -> bool {
     ]
     .iter()
     .any(|native| class.is(native))
+}
+
+/// One executable operation plan a carrier declares.
+#[pyclass(name = "OperationCapability", module = "strideweave", frozen)]
+pub struct PyOperationCapability {
+    inner: strideweave::operation::OperationCapability,
+}
+
+#[pymethods]
+impl PyOperationCapability {
+    /// The operation's name.
+    #[getter]
+    fn operation(&self) -> String {
+        self.inner.operation().to_owned()
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<PyOperationCapability>()
+            .is_ok_and(|other| other.get().inner.matches(self.inner.plan()))
+    }
+
+    fn __hash__(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.inner.to_string().hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// The plan as unsupported-plan reasons quote it.
+    fn __str__(&self) -> String {
+        self.inner.to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("OperationCapability('{}')", self.inner)
+    }
 }

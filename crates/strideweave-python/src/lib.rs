@@ -42,6 +42,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<carrier::PyCarrierFacet>()?;
     m.add_class::<carrier::PyTiledResidencyFacet>()?;
     m.add_class::<carrier::PyAwaitResidency>()?;
+    m.add_class::<carrier::PyOperationCapability>()?;
 
     m.add_class::<authoring::PyStorageProvider>()?;
     m.add_class::<authoring::PyCarrierDefinition>()?;
