@@ -370,3 +370,34 @@ def test_a_registration_race_has_exactly_one_winner() -> None:
         assert not thread.is_alive()
     assert outcomes.count(None) == 1
     assert all("already has a carrier definition" in str(e) for e in outcomes if e is not None)
+
+
+def test_a_callback_that_reenters_its_own_carrier_gets_an_error_not_a_deadlock() -> None:
+    raised: List[BaseException] = []
+
+    def allocate(carrier: Any, slots: int) -> None:
+        carrier.slots = [1.0] * slots
+
+    def write(carrier: Any, index: int, value: Any) -> None:
+        try:
+            carrier.get(1)
+        except RuntimeError as error:
+            raised.append(error)
+            raise
+
+    provider = sw.StorageProvider(
+        lambda carrier, dtype: True,
+        lambda carrier: len(carrier.slots),
+        allocate,
+        lambda carrier: None,
+        lambda carrier, index: carrier.slots[index],
+        write,
+    )
+    cls = new_class("SelfWriting")
+    sw.register_carrier_definition(cls, sw.CarrierDefinition(provider))
+    carrier = cls(2, dtype=sw.DType.Float32)
+    with pytest.raises(RuntimeError, match="accessed again on this thread while its storage provider writes it") as info:
+        carrier.set(0, 2.0)
+    assert raised == [info.value]
+    assert info.value is raised[0]
+    assert carrier.version == 0 and carrier.get(0) == 1.0
