@@ -376,18 +376,23 @@ impl DefinitionFreeCarrier for Evictable {
         primary.write_all(writes)
     }
 
+    /// Releases the secondary tier, then the primary; the hierarchy is released only when
+    /// both are. A secondary that refuses leaves everything as it was (the framework keeps
+    /// the wrapper live); a primary that refuses after the secondary went leaves the
+    /// hierarchy live on its primary, which still holds the values while promoted (a later
+    /// evict allocates a fresh secondary from the released one).
     fn release(&self) -> Result<()> {
         let mut tiers = self.tiers();
-        tiers.released = true;
-        let secondary = {
+        {
             let _access = tiers.secondary.access()?;
-            tiers.secondary.carrier().release()
-        };
-        let primary = {
+            tiers.secondary.carrier().release()?;
+        }
+        {
             let _access = tiers.primary.access()?;
-            tiers.primary.carrier().release()
-        };
-        secondary.and(primary)
+            tiers.primary.carrier().release()?;
+        }
+        tiers.released = true;
+        Ok(())
     }
 
     fn new_like(&self, values: &[Value], dtype: DType) -> Result<Self> {
