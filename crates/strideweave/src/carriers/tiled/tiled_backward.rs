@@ -235,7 +235,24 @@ fn block(g: &Tensor, work: &Work, target: usize) -> Result<Tensor> {
     )?;
     // The per-tile output is canonical: its cotangent must be laid out alike.
     let _recording = no_grad();
-    ops::mul(&view, 1.0)
+    compact_copy(&view)
+}
+
+/// A compact copy of `t` on its own carrier class: `mul(t, 1.0)` where the class runs it,
+/// else `t`'s values through the class's factory, so a primary tier that runs only the
+/// forward still gets its gradient (as the framework evaluates a rule the carrier cannot run
+/// on the reference kernels).
+fn compact_copy(t: &Tensor) -> Result<Tensor> {
+    match ops::mul(t, 1.0) {
+        Err(Error::UnsupportedOperationPlan(_)) => {
+            let values = t.to_values()?;
+            Tensor::compact(
+                t.carrier().new_like(&values, true, None)?,
+                t.shape().clone(),
+            )
+        }
+        outcome => outcome,
+    }
 }
 
 /// The gradient of one tiled operand being built tile by tile.
@@ -316,7 +333,7 @@ impl Sink {
         {
             part.carrier().clone()
         } else {
-            ops::mul(&part, 1.0)?.carrier().clone()
+            compact_copy(&part)?.carrier().clone()
         };
         let (tier, carrier) = if !self.on_secondary {
             (Tier::Primary, compact)
