@@ -159,7 +159,13 @@ fn fail_each_pass(
             skip + 1
         );
         if outcome.is_err() {
-            if let Some(change) = changed(cx, &watched, &before)? {
+            let after = changed(cx, &watched, &before).map_err(|broken| {
+                cx.broken(format!(
+                    "{what} failed and left a watched carrier unreadable: {}",
+                    broken.observed
+                ))
+            })?;
+            if let Some(change) = after {
                 return Err(cx.broken(format!("{what} failed but changed state: {change}")));
             }
         }

@@ -1,0 +1,181 @@
+//! The Ring carrier the suite's own tests break in one way at a time: Float32 slots, `neg`
+//! and `relu` kernels, and a fault injector consulted by every callback.
+
+#![allow(dead_code)]
+
+use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
+use strideweave::carriers::extension::{
+    InterfaceHandle, Preparation, PreparedKernel, ProviderResult, Submitted,
+};
+use strideweave::operation::{
+    operation_definition, resolve_operation_plan, OperationCapability, PlanOperand,
+    ResolvedInvocation,
+};
+use strideweave::{
+    register_carrier_definition, CarrierDefinition, DType, Error, KernelExecutionInterface,
+    KernelPattern, KernelProvider, Result, StorageProvider, Value,
+};
+use strideweave_conformance::{Factory, FaultInjector};
+
+/// One way to break the Ring carrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flaw {
+    /// None: a correct carrier.
+    None,
+    /// `neg` is advertised but its kernel always fails.
+    FailingKernel,
+    /// `neg` is advertised but its kernel returns the operand's values unchanged.
+    WrongKernel,
+    /// `supports_dtype` answers by bit width, not identity.
+    DtypeByBits,
+    /// `supports_dtype` answers false once the carrier is released.
+    DtypeByState,
+    /// `write` stores the value before consulting its fault point.
+    WriteLandsOnFailure,
+}
+
+/// The Ring carrier's state: Float32 slots.
+#[derive(Default)]
+pub struct Ring {
+    values: Vec<Value>,
+    released: bool,
+}
+
+fn storage(flaw: Flaw, faults: FaultInjector) -> StorageProvider {
+    let (f1, f2, f3, f4) = (faults.clone(), faults.clone(), faults.clone(), faults);
+    StorageProvider::new(
+        move |ring: &Ring, dtype| match flaw {
+            Flaw::DtypeByBits => dtype.bits() == Some(32),
+            Flaw::DtypeByState => dtype == DType::FLOAT32 && !ring.released,
+            _ => dtype == DType::FLOAT32,
+        },
+        |ring: &Ring| ring.values.len() as i64,
+        move |ring: &mut Ring, slots, _dtype| {
+            f1.check(FaultInjector::ALLOCATE)?;
+            ring.values = vec![Value::Float(0.0); slots];
+            Ok(())
+        },
+        move |ring: &mut Ring| {
+            f2.check("release")?;
+            ring.values.clear();
+            ring.released = true;
+            Ok(())
+        },
+        move |ring: &Ring, index| {
+            f3.check("read")?;
+            Ok(ring.values[index])
+        },
+        move |ring: &mut Ring, index, value| {
+            if flaw == Flaw::WriteLandsOnFailure {
+                ring.values[index] = value;
+                return f4.check("write");
+            }
+            f4.check("write")?;
+            ring.values[index] = value;
+            Ok(())
+        },
+    )
+    .with_elementwise_fallback(true)
+}
+
+/// The Ring's kernel for the unary built-in `name` (`neg` or `relu`).
+fn unary_kernel(
+    name: &'static str,
+    class: CarrierClass,
+    flaw: Flaw,
+    faults: FaultInjector,
+) -> Result<KernelPattern> {
+    let plan = OperationCapability::from_plan(resolve_operation_plan(
+        name,
+        &[PlanOperand::Tensor(DType::FLOAT32)],
+        None,
+    )?);
+    KernelPattern::new(
+        &operation_definition(name)?,
+        [plan],
+        &format!("ring.{name}"),
+        move |invocation: &ResolvedInvocation, interface: &InterfaceHandle| {
+            faults.check("prepare")?;
+            let x = invocation.call().tensor(0)?.clone();
+            let spec = invocation.results()[0].clone();
+            let faults = faults.clone();
+            Ok(Preparation::Kernel(PreparedKernel::new(
+                interface.clone(),
+                move || {
+                    faults.check("submit")?;
+                    if flaw == Flaw::FailingKernel {
+                        return Err(Error::Runtime(format!(
+                            "the Ring's {name} is not written yet"
+                        )));
+                    }
+                    let layout = spec.layout();
+                    let carrier = Carrier::create(
+                        class,
+                        Ring::default(),
+                        layout.cosize(),
+                        spec.dtype(),
+                        true,
+                    )?;
+                    for (i, value) in x.to_values()?.into_iter().enumerate() {
+                        let x = value.as_f64().unwrap_or(f64::NAN);
+                        let y = match (flaw, name) {
+                            (Flaw::WrongKernel, _) => x,
+                            (_, "relu") => x.max(0.0),
+                            _ => -x,
+                        };
+                        carrier.set(layout.index_of(i)?, Value::Float(y))?;
+                    }
+                    ProviderResult::new([spec.tensor(carrier)?]).map(Submitted::Ready)
+                },
+            )))
+        },
+        0,
+    )
+}
+
+/// The fault points of every Ring callback.
+pub fn ring_faults() -> FaultInjector {
+    FaultInjector::new([
+        FaultInjector::ALLOCATE,
+        "read",
+        "write",
+        "release",
+        "prepare",
+        "submit",
+    ])
+}
+
+/// Registers a fresh Ring class with `flaw` whose callbacks consult `faults`; `kernels`
+/// names the unary built-ins it runs.
+pub fn define_ring(flaw: Flaw, faults: &FaultInjector, kernels: &[&'static str]) -> CarrierClass {
+    let class = CarrierClass::mint("Ring", ClassKind::Independent);
+    let interface = InterfaceHandle::new(KernelExecutionInterface::new("1").unwrap()).unwrap();
+    let patterns = kernels
+        .iter()
+        .map(|name| unary_kernel(name, class, flaw, faults.clone()).unwrap());
+    let kernels = KernelProvider::new(interface, patterns).unwrap();
+    let definition = CarrierDefinition::new(storage(flaw, faults.clone()))
+        .with_kernels(kernels)
+        .unwrap();
+    register_carrier_definition(class, definition).unwrap();
+    class
+}
+
+/// A Ring carrier of `class` holding `values`.
+pub fn ring_carrier(class: CarrierClass, dtype: DType, values: &[Value]) -> Result<Carrier> {
+    let carrier = Carrier::create(class, Ring::default(), values.len(), dtype, true)?;
+    for (i, value) in values.iter().enumerate() {
+        carrier.set(i, *value)?;
+    }
+    Ok(carrier)
+}
+
+/// A factory over a fresh Ring class with `flaw` and the `neg` kernel.
+pub fn ring(flaw: Flaw) -> Factory {
+    let faults = ring_faults();
+    let class = define_ring(flaw, &faults, &["neg"]);
+    Factory::new(format!("Ring ({flaw:?})"), move |dtype, values| {
+        ring_carrier(class, dtype, values)
+    })
+    .with_faults(faults)
+}
