@@ -1394,3 +1394,87 @@ fn operations_a_kernel_runs_inside_its_work_record_no_autograd_node() -> Result<
     assert!(!outside.is_leaf() && outside.requires_grad());
     Ok(())
 }
+
+/// A `neg` kernel whose submit hands its work to a thread of its own: the thread writes
+/// operand slot 0 (inside the provider work when `entered`) and then the kernel returns
+/// `outcome`'s result.
+fn threaded_neg_class(tag: &str, entered: bool, fail: bool) -> CarrierClass {
+    use strideweave::carriers::extension::ProviderWork;
+    let class = independent(&format!("Threaded{tag}"));
+    let pattern = KernelPattern::new(
+        &operation_definition("neg").unwrap(),
+        [neg_plan()],
+        "threaded.neg",
+        move |invocation: &ResolvedInvocation, interface: &InterfaceHandle| {
+            let input = invocation.call().tensor(0)?.clone();
+            let spec = invocation.results()[0].clone();
+            Ok(Preparation::Kernel(PreparedKernel::new(
+                interface.clone(),
+                move || {
+                    let work = ProviderWork::current().expect("inside provider work");
+                    let target = input.clone();
+                    let wrote = std::thread::spawn(move || {
+                        let write = || target.carrier().set(0, Value::Float(99.0));
+                        if entered {
+                            work.run(write)
+                        } else {
+                            write()
+                        }
+                    })
+                    .join()
+                    .expect("the worker ran");
+                    wrote?;
+                    if fail {
+                        return Err(Error::Runtime("the device faulted".into()));
+                    }
+                    let values: Vec<f64> = floats(&input).into_iter().map(|x| -x).collect();
+                    ProviderResult::new([output(class, &spec, &values)?]).map(Submitted::Ready)
+                },
+            )))
+        },
+        0,
+    )
+    .unwrap();
+    define_kernels(class, vec![pattern]);
+    class
+}
+
+#[test]
+fn writes_a_provider_makes_on_its_own_thread_inside_its_work_are_undone() -> Result<()> {
+    use strideweave::carriers::extension::ProviderWork;
+    assert!(
+        ProviderWork::current().is_none(),
+        "no work outside a provider"
+    );
+
+    // The worker entered the work: a failing kernel's write is undone, version included.
+    let x = tensor(threaded_neg_class("Failing", true, true), &[1.0, 2.0])?;
+    let version = x.version();
+    let error = strideweave::ops::neg(&x).unwrap_err();
+    assert_eq!(error.to_string(), "runtime error: the device faulted");
+    assert_eq!((floats(&x), x.version()), (vec![1.0, 2.0], version));
+
+    // A succeeding kernel's undeclared write from its thread is the provider's violation.
+    let x = tensor(threaded_neg_class("Undeclared", true, false), &[1.0, 2.0])?;
+    let error = strideweave::ops::neg(&x).unwrap_err();
+    assert!(matches!(error, Error::ProviderContract(_)), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("tensor operand 0 was mutated by the provider"),
+        "{error}"
+    );
+    assert_eq!((floats(&x), x.version()), (vec![1.0, 2.0], version));
+
+    // A thread that did not enter the work is another thread: its write is seen as a
+    // concurrent change (results discarded) and stays.
+    let x = tensor(threaded_neg_class("Outside", false, false), &[1.0, 2.0])?;
+    let error = strideweave::ops::neg(&x).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Runtime);
+    assert!(
+        error.to_string().contains("was written by another thread"),
+        "{error}"
+    );
+    assert_eq!((floats(&x), x.version()), (vec![99.0, 2.0], version + 1));
+    Ok(())
+}

@@ -9,13 +9,18 @@
 //! back, so the failure changes nothing. A committed scope keeps its changes (inside an outer
 //! scope they stay undoable by it).
 //!
-//! The journal is also the evidence that tells a provider's mutation of an operand (a
+//! A provider that continues its work on a thread of its own takes the work along with
+//! [`ProviderWork`]: writes made inside [`ProviderWork::run`] on that thread go into the same
+//! journal. The journal is also the evidence that tells a provider's mutation of an operand (a
 //! contract violation) from another thread's write to it while the operation ran. A write
-//! that a provider makes from a thread of its own is not seen here (it is reported as a
-//! concurrent change and cannot be undone), and neither is a write to memory the provider
-//! owns outright, such as its own storage state: both are the provider's own business.
+//! from a thread the provider did not enter into its work is reported as a concurrent change
+//! and cannot be undone, and a write to memory the provider owns outright, such as its own
+//! storage state, is not seen at all: both are the provider's own business.
 
 use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::carrier::Carrier;
 use crate::dtype::Value;
@@ -52,17 +57,35 @@ impl Change {
     }
 }
 
+/// The changes of one outermost piece of provider work, in order, from every thread that
+/// works for it.
+#[derive(Default)]
+struct Journal {
+    changes: Mutex<Vec<Change>>,
+}
+
 thread_local! {
-    /// How many provider scopes are open on this thread.
+    /// How many provider scopes (or entered pieces of work) are open on this thread.
     static DEPTH: Cell<usize> = const { Cell::new(0) };
-    /// The changes made inside the open scopes, in order.
-    static JOURNAL: RefCell<Vec<Change>> = const { RefCell::new(Vec::new()) };
+    /// The journal of the work this thread runs for, while `DEPTH > 0`.
+    static CURRENT: RefCell<Option<Arc<Journal>>> = const { RefCell::new(None) };
 }
 
 /// Whether provider work is running on this thread (so writes are journaled).
 #[inline]
 pub(crate) fn journaling() -> bool {
     DEPTH.get() > 0
+}
+
+/// The journal of the work running on this thread, if anything was journaled or shared yet.
+fn current() -> Option<Arc<Journal>> {
+    CURRENT.with_borrow(Clone::clone)
+}
+
+/// The journal of the work running on this thread, made on first use (so provider work that
+/// writes nothing allocates nothing).
+fn current_or_new() -> Arc<Journal> {
+    CURRENT.with_borrow_mut(|current| Arc::clone(current.get_or_insert_with(Arc::default)))
 }
 
 /// Records the current values of `slots` of `carrier` (each in range) before a write, when
@@ -76,18 +99,19 @@ pub(crate) fn note_slots(carrier: &Carrier, slots: impl IntoIterator<Item = usiz
         .into_iter()
         .filter_map(|slot| carrier.read_unchecked(slot).ok().map(|v| (slot, v)))
         .collect();
-    JOURNAL.with_borrow_mut(|journal| {
-        journal.push(Change::Slots {
-            carrier: carrier.clone(),
-            previous,
-        })
+    current_or_new().changes.lock().push(Change::Slots {
+        carrier: carrier.clone(),
+        previous,
     });
 }
 
 /// Records one version step of `carrier`, when provider work is running on this thread.
 pub(crate) fn note_version(carrier: &Carrier) {
     if journaling() {
-        JOURNAL.with_borrow_mut(|journal| journal.push(Change::Version(carrier.clone())));
+        current_or_new()
+            .changes
+            .lock()
+            .push(Change::Version(carrier.clone()));
     }
 }
 
@@ -99,10 +123,11 @@ pub(crate) struct ProviderScope {
 }
 
 impl ProviderScope {
-    /// Opens a scope: writes on this thread are journaled until it ends.
+    /// Opens a scope: writes on this thread (and on threads entered into its work) are
+    /// journaled until it ends. Inside open provider work it continues that work's journal.
     pub(crate) fn open() -> ProviderScope {
         DEPTH.set(DEPTH.get() + 1);
-        let start = JOURNAL.with_borrow(Vec::len);
+        let start = current().map_or(0, |journal| journal.changes.lock().len());
         ProviderScope {
             start,
             committed: false,
@@ -111,8 +136,10 @@ impl ProviderScope {
 
     /// Whether provider work in this scope wrote the carrier `id`.
     pub(crate) fn wrote(&self, id: usize) -> bool {
-        JOURNAL.with_borrow(|journal| {
+        current().is_some_and(|journal| {
             journal
+                .changes
+                .lock()
                 .get(self.start..)
                 .is_some_and(|changes| changes.iter().any(|c| c.carrier().id() == id))
         })
@@ -127,22 +154,87 @@ impl ProviderScope {
 impl Drop for ProviderScope {
     fn drop(&mut self) {
         if !self.committed {
-            let undone: Vec<Change> = JOURNAL.with_borrow_mut(|journal| {
-                let start = self.start.min(journal.len());
-                journal.drain(start..).collect()
-            });
-            // Outside the borrow: restoring writes through the carriers, which journal nothing
-            // (restores are unversioned and not noted).
-            for change in undone.into_iter().rev() {
-                change.undo();
+            if let Some(journal) = current() {
+                let undone: Vec<Change> = {
+                    let mut changes = journal.changes.lock();
+                    let start = self.start.min(changes.len());
+                    changes.drain(start..).collect()
+                };
+                // Outside the lock: restoring writes through the carriers, which journal
+                // nothing (restores are unversioned and not noted).
+                for change in undone.into_iter().rev() {
+                    change.undo();
+                }
             }
         }
         let depth = DEPTH.get().saturating_sub(1);
         DEPTH.set(depth);
         if depth == 0 {
-            let kept: Vec<Change> = JOURNAL.with_borrow_mut(std::mem::take);
-            // Dropping the kept changes drops carrier handles: outside the borrow.
-            drop(kept);
+            // The outermost work ended: its journal (with the kept changes' carrier
+            // handles) is dropped outside the borrow.
+            let ended = CURRENT.with_borrow_mut(Option::take);
+            drop(ended);
         }
+    }
+}
+
+/// The provider work running on the current thread, to be continued on a thread of the
+/// provider's own.
+///
+/// The framework runs a kernel's, composite's or dispatch hook's work inside a transaction
+/// (docs/carrier-extension.md, "Provider work is transactional"): writes made
+/// through the framework while it runs are journaled, undone if the work fails, and published
+/// once if it succeeds. That covers the thread the framework called the provider on. A
+/// provider that hands part of its work to another thread takes [`ProviderWork::current`]
+/// with it and runs that part inside [`run`](ProviderWork::run): its writes then belong to the
+/// same transaction — undone on failure, and an undeclared write to an operand is reported as
+/// the provider's contract violation rather than as a concurrent change. Work done after the
+/// operation has ended (its result published or its failure reported) is outside any
+/// transaction.
+#[derive(Clone)]
+pub struct ProviderWork {
+    journal: Arc<Journal>,
+}
+
+impl ProviderWork {
+    /// The work running on this thread: `Some` inside a provider's `prepare`, `submit`, or a
+    /// completion's `wait` that the framework called, `None` elsewhere.
+    pub fn current() -> Option<ProviderWork> {
+        if !journaling() {
+            return None;
+        }
+        Some(ProviderWork {
+            journal: current_or_new(),
+        })
+    }
+
+    /// Runs `work` on this thread as part of the provider work: its writes through the
+    /// framework are journaled into the same transaction.
+    pub fn run<R>(&self, work: impl FnOnce() -> R) -> R {
+        /// Gives this thread back its own journal and depth, on unwind too.
+        struct Left {
+            previous: Option<Arc<Journal>>,
+            depth: usize,
+        }
+        impl Drop for Left {
+            fn drop(&mut self) {
+                DEPTH.set(self.depth);
+                let replaced = CURRENT
+                    .with_borrow_mut(|current| std::mem::replace(current, self.previous.take()));
+                drop(replaced);
+            }
+        }
+        let depth = DEPTH.get();
+        let previous =
+            CURRENT.with_borrow_mut(|current| current.replace(Arc::clone(&self.journal)));
+        DEPTH.set(depth + 1);
+        let _left = Left { previous, depth };
+        work()
+    }
+}
+
+impl std::fmt::Debug for ProviderWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderWork").finish_non_exhaustive()
     }
 }

@@ -22,6 +22,7 @@ mod synchronous_kernel;
 mod transfer;
 mod unsupported;
 
+pub use crate::operation::provider_scope::ProviderWork;
 pub use bulk::{read_f32s, read_i32s};
 pub use completion::{CompletionCell, ProviderCompletion};
 pub(crate) use composite::CompositeAutograd;
