@@ -1,5 +1,5 @@
-//! The [`Gpu`] carrier class: its definition (storage, kernels, the Gpu → CPU route, the
-//! upload facet), its execution interface and its constructors.
+//! The [`Gpu`] carrier class: its definition (storage, kernels, the routes Gpu → CPU and
+//! Gpu → GpuHost, the upload facet), its execution interface and its constructors.
 
 use std::sync::{Arc, OnceLock};
 
@@ -16,6 +16,7 @@ use strideweave::{
 };
 
 use crate::device::GpuDevice;
+use crate::host::GpuHost;
 use crate::kernels;
 use crate::storage::{self, start_download, stores, upload_words, GpuSlots};
 
@@ -170,13 +171,19 @@ fn source_words(carrier: &Carrier, offset: usize, span: usize) -> Result<Vec<u32
     })
 }
 
-/// The Gpu → CPU route: one buffer copy into a staging buffer, mapped, then written into the
-/// destination in bulk.
+/// A download route Gpu → `destination` (the CPU, or the class's [`GpuHost`]): one buffer
+/// copy into a staging buffer, mapped, then written into the destination in bulk (one copy
+/// into a CPU carrier, word by word into a GpuHost carrier's host memory).
 ///
 /// Seed rule: `prepare` validates "without changing either Carrier, submitting transfer work,
 /// or publishing state" — it only checks the dtype; the copy is submitted by the prepared
 /// transfer, which returns a pending completion (the download finishes on the device).
-fn download_route(class: CarrierClass, device: Arc<GpuDevice>) -> Result<TransferRoute> {
+fn download_route(
+    class: CarrierClass,
+    destination: CarrierClass,
+    id: &str,
+    device: Arc<GpuDevice>,
+) -> Result<TransferRoute> {
     let provider = TransferProvider::new(move |request: &TransferRequest| {
         if !stores(request.dtype()) {
             return Ok(TransferPreparation::Unsupported(Unsupported::new(
@@ -200,7 +207,7 @@ fn download_route(class: CarrierClass, device: Arc<GpuDevice>) -> Result<Transfe
             },
         )))
     });
-    TransferRoute::new(class, CarrierClass::of::<Cpu>(), "gpu-to-cpu", provider)
+    TransferRoute::new(class, destination, id, provider)
 }
 
 /// A download's completion that writes the words into the transfer's destination.
@@ -229,23 +236,31 @@ impl ProviderCompletion<()> for Downloaded {
 ///
 /// Its definition has a storage provider over one device buffer per carrier (Float32 and
 /// Int32), a kernel provider with the JIT kernel patterns of [`kernels`] on a
-/// [`GpuInterface`], the route Gpu → CPU (`gpu-to-cpu`), and the [`GpuUpload`] facet. Each
-/// [`Gpu::define`] mints and registers a fresh class; kernel packs may attach to it (with
-/// [`Gpu::interface`]) until it is first observed.
+/// [`GpuInterface`], the routes Gpu → CPU (`gpu-to-cpu`) and Gpu → GpuHost
+/// (`gpu-to-gpuhost`), and the [`GpuUpload`] facet. Each [`Gpu::define`] mints and registers
+/// a fresh class together with its [`GpuHost`] staging class (whose definition declares the
+/// route GpuHost → Gpu); kernel packs may attach to it (with [`Gpu::interface`]) until it is
+/// first observed.
 #[derive(Clone, Debug)]
 pub struct Gpu {
     class: CarrierClass,
+    host: GpuHost,
     device: Arc<GpuDevice>,
     interface: InterfaceHandle,
 }
 
 impl Gpu {
-    /// Mints and registers a fresh Gpu class on `device`.
+    /// Mints and registers a fresh Gpu class on `device`, and its [`GpuHost`] staging class.
     ///
     /// # Errors
     /// The registration errors of the carrier extension (none for a fresh class).
     pub fn define(device: Arc<GpuDevice>) -> Result<Gpu> {
         let class = CarrierClass::mint("Gpu", ClassKind::Independent);
+        let host_class = CarrierClass::mint("GpuHost", ClassKind::Independent);
+        register_carrier_definition(
+            host_class,
+            GpuHost::definition(host_class, class, Arc::clone(&device))?,
+        )?;
         let interface = InterfaceHandle::new(GpuInterface {
             base: KernelExecutionInterface::new(INTERFACE_VERSION)?,
             device: Arc::clone(&device),
@@ -256,7 +271,15 @@ impl Gpu {
                 interface.clone(),
                 kernels::patterns()?,
             )?)?
-            .with_transfers(vec![download_route(class, Arc::clone(&device))?])?
+            .with_transfers(vec![
+                download_route(
+                    class,
+                    CarrierClass::of::<Cpu>(),
+                    "gpu-to-cpu",
+                    Arc::clone(&device),
+                )?,
+                download_route(class, host_class, "gpu-to-gpuhost", Arc::clone(&device))?,
+            ])?
             .with_facets([Arc::new(GpuUpload {
                 class,
                 device: Arc::clone(&device),
@@ -264,6 +287,7 @@ impl Gpu {
         register_carrier_definition(class, definition)?;
         Ok(Gpu {
             class,
+            host: GpuHost::new(host_class, class),
             device,
             interface,
         })
@@ -283,6 +307,28 @@ impl Gpu {
     /// The exact carrier class.
     pub fn class(&self) -> CarrierClass {
         self.class
+    }
+
+    /// The host-side staging class paired with this class (see [`GpuHost`] for why it
+    /// exists): the secondary tier of an `Evictable` or `TiledEvictable` over a Gpu primary.
+    pub fn host(&self) -> GpuHost {
+        self.host
+    }
+
+    /// A mutable Float32 carrier of [`host`](Self::host) holding `values`.
+    ///
+    /// # Errors
+    /// As [`GpuHost::from_f32`].
+    pub fn host_from_f32(&self, values: &[f32]) -> Result<Carrier> {
+        self.host.from_f32(values)
+    }
+
+    /// A mutable Int32 carrier of [`host`](Self::host) holding `values`.
+    ///
+    /// # Errors
+    /// As [`GpuHost::from_i32`].
+    pub fn host_from_i32(&self, values: &[i32]) -> Result<Carrier> {
+        self.host.from_i32(values)
     }
 
     /// The device.

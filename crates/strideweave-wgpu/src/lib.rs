@@ -9,7 +9,10 @@
 //!   one device buffer per carrier (Float32 and Int32), whose kernel provider runs the JIT
 //!   kernel patterns of the built-ins on a [`GpuInterface`], with the route Gpu → CPU and
 //!   the [`GpuUpload`] facet (uploads are a facet because routes start at the defining
-//!   class).
+//!   class), and the route Gpu → [`GpuHost`].
+//! - [`GpuHost`]: the host-side staging class paired with each Gpu class (32-bit words in
+//!   host memory) with the route GpuHost → Gpu, so that tier carriers can stream tiles onto
+//!   the device: the secondary tier of an `Evictable` or `TiledEvictable` over a Gpu primary.
 //! - [`GpuCompletion`]: the pending outcome of a queue submission (non-blocking `done` that
 //!   polls, blocking `wait` on the submission index).
 //!
@@ -29,10 +32,12 @@
 mod carrier;
 mod completion;
 mod device;
+mod host;
 mod kernels;
 mod storage;
 
 pub use carrier::{Gpu, GpuInterface, GpuUpload, UploadHandle, INTERFACE_VERSION};
 pub use completion::GpuCompletion;
 pub use device::{AdapterSummary, Fault, FaultPoint, GpuDevice};
+pub use host::{GpuHost, HostWords};
 pub use storage::{stores, GpuSlots};

@@ -65,8 +65,9 @@ impl GpuSlots {
 /// `write` move one slot (a 4-byte copy through a mapped staging buffer, and a 4-byte queue
 /// write), `allocate` creates exactly the requested slots (zero-filled by wgpu) or adopts a
 /// staged buffer, `release` destroys the buffer. Bulk movement goes around the per-slot
-/// surface: uploads through the [`GpuUpload`](crate::GpuUpload) facet, downloads through the
-/// Gpu → CPU route.
+/// surface: uploads through the [`GpuUpload`](crate::GpuUpload) facet and the GpuHost → Gpu
+/// route, downloads through the Gpu → CPU and Gpu → GpuHost routes. Factory allocations
+/// (`allocate_like`) are zero-filled by wgpu, so the provider states their contents itself.
 pub(crate) fn storage(device: Arc<GpuDevice>) -> StorageProvider {
     let allocating = Arc::clone(&device);
     let reading = Arc::clone(&device);
@@ -114,10 +115,14 @@ pub(crate) fn storage(device: Arc<GpuDevice>) -> StorageProvider {
             })
         },
     )
+    // A factory allocation gets a fresh buffer, which wgpu zero-fills: both requested
+    // contents already hold, so the framework need not write a zero per slot (a queue write
+    // each).
+    .with_allocation_contents(|_: &mut GpuSlots, _| Ok(()))
 }
 
 /// The value a 32-bit word holds in `dtype`.
-fn word_value(word: u32, dtype: Option<DType>) -> Value {
+pub(crate) fn word_value(word: u32, dtype: Option<DType>) -> Value {
     if dtype == Some(DType::INT32) {
         Value::Int(i64::from(word as i32))
     } else {
@@ -126,7 +131,7 @@ fn word_value(word: u32, dtype: Option<DType>) -> Value {
 }
 
 /// The 32-bit word of an already normalized `value` of `dtype`.
-fn value_word(value: Value, dtype: Option<DType>) -> Result<u32> {
+pub(crate) fn value_word(value: Value, dtype: Option<DType>) -> Result<u32> {
     match value {
         Value::Float(x) if dtype == Some(DType::FLOAT32) => Ok((x as f32).to_bits()),
         Value::Int(x) if dtype == Some(DType::INT32) => i32::try_from(x)

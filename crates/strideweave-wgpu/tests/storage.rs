@@ -9,7 +9,7 @@ use common::{download, numbers, own_gpu, shared_gpu};
 use strideweave::carriers::extension::carrier_definition;
 use strideweave::carriers::Cpu;
 use strideweave::movement::{move_async, move_to};
-use strideweave::{DType, ErrorKind, Layout, Result, Shape, Tensor, Value};
+use strideweave::{CarrierClass, DType, ErrorKind, Layout, Result, Shape, Tensor, Value};
 use strideweave_wgpu::{Fault, FaultPoint, GpuUpload};
 
 #[test]
@@ -51,7 +51,50 @@ fn the_class_stores_float32_and_int32_only() -> Result<()> {
     assert!(error.to_string().contains("Bool"), "{error}");
     let definition = carrier_definition(gpu.class()).expect("the Gpu definition");
     assert!(definition.kernels().is_some());
-    assert_eq!(definition.transfers().len(), 1);
+    let routes: Vec<_> = definition
+        .transfers()
+        .iter()
+        .map(|route| {
+            (
+                route.route_id().to_string(),
+                route.source_class(),
+                route.destination_class(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        routes,
+        vec![
+            (
+                "gpu-to-cpu".to_string(),
+                gpu.class(),
+                CarrierClass::of::<Cpu>()
+            ),
+            (
+                "gpu-to-gpuhost".to_string(),
+                gpu.class(),
+                gpu.host().class()
+            ),
+        ]
+    );
+    let host = carrier_definition(gpu.host().class()).expect("the GpuHost definition");
+    assert!(host.kernels().is_none());
+    assert!(host.storage().elementwise_fallback());
+    let host_routes: Vec<_> = host
+        .transfers()
+        .iter()
+        .map(|route| {
+            (
+                route.route_id(),
+                route.source_class(),
+                route.destination_class(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        host_routes,
+        vec![("gpuhost-to-gpu", gpu.host().class(), gpu.class())]
+    );
     Ok(())
 }
 
