@@ -88,17 +88,9 @@ impl MoveOperation for CpuToBlockDevice {
             .carrier()
             .downcast_ref::<BlockDeviceCarrier>()
             .ok_or_else(|| wrong_class(self.name(), "BlockDeviceCarrier"))?;
-        target.keep_span(|| {
-            let mut previous = vec![0.0f32; element_count];
-            block.read_f32(0, &mut previous)?;
-            let destination = target.carrier().clone();
-            Ok(Box::new(move || {
-                if let Some(block) = destination.downcast_ref::<BlockDeviceCarrier>() {
-                    // Best effort: the move's own error is the one reported.
-                    let _ = block.write_f32(0, &previous);
-                }
-            }))
-        })?;
+        // No save of the destination's previous contents: a write that fails faults the
+        // device, which then refuses every further access, so a partly written extent is
+        // never read back through it.
         cpu.with_f32(|slots| match slots.get(range.clone()) {
             Some(span) => block.write_f32(0, span),
             None => Err(Error::Index(format!(
