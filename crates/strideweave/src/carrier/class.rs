@@ -1,14 +1,13 @@
 //! `CarrierClass`: the exact-class identity every carrier registry is keyed by.
 
-use std::any::TypeId;
+use std::any::{Any, TypeId};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock, PoisonError, RwLock};
+use std::sync::{LazyLock, OnceLock, PoisonError, RwLock};
 
 use rustc_hash::FxHashMap;
 
-use crate::carriers::extension::{CarrierDefinition, ExecutionSet};
 use crate::error::{Error, Result};
 
 /// Whether a carrier class stores its own slots or composes other carriers.
@@ -29,12 +28,12 @@ struct ClassInfo {
     /// between the definition-free path (construction, capability declaration or query, move
     /// registration) and a carrier definition.
     authority: AtomicU8,
-    /// The definition offered at registration, stored before the arbiter decides; it
-    /// counts only once `authority` is [`DEFINED`]. Read without a lock by every
-    /// construction of a definition-backed carrier.
-    definition: OnceLock<CarrierDefinition>,
-    /// The kernel execution set frozen when a kernel-backed class is first observed.
-    execution: OnceLock<Arc<ExecutionSet>>,
+    /// What the definition-backed authoring path binds to the class (its definition and, once
+    /// frozen, its execution set), offered at registration before the arbiter decides; it
+    /// counts only once `authority` is [`DEFINED`]. Read without a lock by every construction
+    /// of a definition-backed carrier. The class record does not know its type: the
+    /// authoring path that offered it reads it back.
+    binding: OnceLock<Box<dyn Any + Send + Sync>>,
 }
 
 impl ClassInfo {
@@ -44,8 +43,7 @@ impl ClassInfo {
             kind,
             shipped,
             authority: AtomicU8::new(OPEN),
-            definition: OnceLock::new(),
-            execution: OnceLock::new(),
+            binding: OnceLock::new(),
         }
     }
 }
@@ -60,6 +58,21 @@ const DEFINED: u8 = 2;
 /// A definition-free carrier of the class was constructed: observed (sealed against a
 /// definition) and, in addition, closed to a capability declaration.
 const CONSTRUCTED: u8 = 3;
+
+/// Whether a carrier type ships with StrideWeave. Only this crate can name
+/// [`ClassOrigin::SHIPPED`]; a carrier type keeps the default of
+/// [`DefinitionFreeCarrier::ORIGIN`](crate::carrier::DefinitionFreeCarrier::ORIGIN).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassOrigin(bool);
+
+impl ClassOrigin {
+    /// A class written outside StrideWeave: open to capability declarations, kernel packs and
+    /// carrier definitions.
+    pub const THIRD_PARTY: ClassOrigin = ClassOrigin(false);
+    /// A shipped class: closed to all three.
+    pub(crate) const SHIPPED: ClassOrigin = ClassOrigin(true);
+}
 
 /// A Rust type naming a carrier class that is not a definition-free carrier type, typically
 /// one whose storage a `CarrierDefinition` provides. Its class is [`CarrierClass::of_type`].
@@ -85,17 +98,27 @@ static BY_TYPE: LazyLock<RwLock<FxHashMap<TypeId, CarrierClass>>> =
 impl CarrierClass {
     /// The class of the Rust carrier type `T`, interned on first use.
     pub fn of<T: crate::carrier::DefinitionFreeCarrier>() -> CarrierClass {
-        CarrierClass::interned(TypeId::of::<T>(), T::NAME, T::KIND)
+        CarrierClass::interned(TypeId::of::<T>(), T::NAME, T::KIND, T::ORIGIN)
     }
 
     /// The class of the Rust type `T` that names a (typically definition-backed) carrier
     /// class, interned on first use. Distinct Rust types are distinct classes: nothing is
     /// inherited from another type's definition.
     pub fn of_type<T: CarrierType>() -> CarrierClass {
-        CarrierClass::interned(TypeId::of::<T>(), T::NAME, T::KIND)
+        CarrierClass::interned(
+            TypeId::of::<T>(),
+            T::NAME,
+            T::KIND,
+            ClassOrigin::THIRD_PARTY,
+        )
     }
 
-    pub(crate) fn interned(type_id: TypeId, name: &'static str, kind: ClassKind) -> CarrierClass {
+    fn interned(
+        type_id: TypeId,
+        name: &'static str,
+        kind: ClassKind,
+        origin: ClassOrigin,
+    ) -> CarrierClass {
         if let Some(class) = BY_TYPE
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -105,7 +128,7 @@ impl CarrierClass {
         }
         let mut by_type = BY_TYPE.write().unwrap_or_else(PoisonError::into_inner);
         *by_type.entry(type_id).or_insert_with(|| {
-            let shipped = crate::carriers::is_shipped(type_id);
+            let shipped = origin == ClassOrigin::SHIPPED;
             CarrierClass(Box::leak(Box::new(ClassInfo::new(name, kind, shipped))))
         })
     }
@@ -133,30 +156,21 @@ impl CarrierClass {
         self.0.shipped
     }
 
-    /// The definition registered for this class: `None` unless it is definition-backed.
-    pub(crate) fn definition(self) -> Option<&'static CarrierDefinition> {
+    /// What the definition-backed authoring path bound to this class: `None` unless the
+    /// class is definition-backed.
+    pub(crate) fn binding(self) -> Option<&'static (dyn Any + Send + Sync)> {
         if !self.is_definition_backed() {
             return None;
         }
-        self.0.definition.get()
+        self.0.binding.get().map(|binding| &**binding)
     }
 
-    /// Offers `definition` for this class ahead of [`mark_defined`](Self::mark_defined),
-    /// under the registration lock: it becomes the class's definition only if that wins.
-    /// (Both transitions are one-way, so a definition offered to a class that cannot be
-    /// defined is never read.)
-    pub(crate) fn offer_definition(self, definition: &CarrierDefinition) {
-        let _ = self.0.definition.set(definition.clone());
-    }
-
-    /// The kernel execution set frozen for this class, if it has been frozen.
-    pub(crate) fn frozen_execution_set(self) -> Option<&'static Arc<ExecutionSet>> {
-        self.0.execution.get()
-    }
-
-    /// Records the execution set frozen for this class (once; later calls keep the first).
-    pub(crate) fn record_execution_set(self, set: &Arc<ExecutionSet>) {
-        let _ = self.0.execution.set(Arc::clone(set));
+    /// Offers `binding` for this class ahead of [`mark_defined`](Self::mark_defined), under
+    /// the registration lock: it becomes the class's binding only if that wins. (Both
+    /// transitions are one-way, so a binding offered to a class that cannot be defined is
+    /// never read.)
+    pub(crate) fn offer_binding(self, binding: Box<dyn Any + Send + Sync>) {
+        let _ = self.0.binding.set(binding);
     }
 
     /// Whether a `CarrierDefinition` is registered for exactly this class.

@@ -5,9 +5,9 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use crate::carrier::class::{CarrierClass, ClassKind};
+use crate::carrier::class::{CarrierClass, ClassKind, ClassOrigin};
+use crate::carrier::facet::CarrierFacet;
 use crate::carrier::Carrier;
-use crate::carriers::extension::CarrierFacet;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 use crate::operation::{BuiltinKernel, Operation, OperationCapability};
@@ -25,6 +25,10 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
     const NAME: &'static str;
     /// Independent (owns storage) or dependent (composes other carriers).
     const KIND: ClassKind = ClassKind::Independent;
+    /// Reserved for the classes that ship with StrideWeave (closed to capability declarations,
+    /// kernel packs and carrier definitions); a carrier type keeps the default.
+    #[doc(hidden)]
+    const ORIGIN: ClassOrigin = ClassOrigin::THIRD_PARTY;
 
     /// Whether this carrier can store `dtype` (by identity). Must not depend on the size,
     /// mutability, ownership or release state, and stays available after release.

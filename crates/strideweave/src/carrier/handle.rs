@@ -7,15 +7,15 @@ use std::sync::{Arc, OnceLock};
 
 use crate::carrier::class::CarrierClass;
 use crate::carrier::definition_free::{DefinitionFreeCarrier, ErasedCarrier};
+use crate::carrier::facet::CarrierFacet;
 use crate::carrier::lifecycle::{Lifecycle, OwnershipToken};
-use crate::carrier::{
-    capabilities_for_carrier_class, check_capability, matching_capability, missing_plan_reason,
-    supports_operation_plan, unsupported_plan_reason,
-};
-use crate::carriers::extension::CarrierFacet;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
-use crate::operation::{Authority, Operation, OperationCapability, OperationPlan};
+use crate::operation::{
+    capabilities_for_carrier_class, check_capability, matching_capability, missing_plan_reason,
+    supports_operation_plan, unsupported_plan_reason, Authority, Operation, OperationCapability,
+    OperationPlan,
+};
 
 /// The framework-owned state of a carrier and, last, its body: the storage behind the
 /// handle, stored unsized in the same allocation.
@@ -161,7 +161,7 @@ impl Carrier {
         })
     }
 
-    pub(super) fn body(&self) -> &dyn ErasedCarrier {
+    pub(crate) fn body(&self) -> &dyn ErasedCarrier {
         &self.inner.body
     }
 
@@ -487,11 +487,11 @@ impl Carrier {
     /// [`dispatch_op`](Carrier::dispatch_op) with the name already shared (a definition's),
     /// so tagging the operation copies nothing.
     pub(crate) fn dispatch_operation(&self, name: &Arc<str>) -> Result<Operation> {
-        // A definition-backed carrier: liveness first, then its definition's hook.
-        let operation = match self.dispatch_defined(name) {
-            Some(defined) => defined?,
-            None => self.body().dispatch_op(name)?,
-        };
+        // A definition-backed carrier reports its release before its definition answers.
+        if self.class().is_definition_backed() {
+            self.check_live("dispatch an operation")?;
+        }
+        let operation = self.body().dispatch_op(name)?;
         operation.mark_dispatched(Arc::clone(name), self.class())
     }
 

@@ -6,24 +6,23 @@
 //! [`DefinitionFreeCarrier`]; its capabilities are declared once with
 //! [`register_operation_capabilities`].
 
-mod capability_registry;
 mod class;
-mod defined;
 mod definition_free;
+mod facet;
 mod handle;
 mod lifecycle;
 mod scatter;
-mod state_lock;
 
-pub use capability_registry::{
+/// Capability declarations are made for carrier classes, and read here; their registry lives
+/// with the dispatch gate that consults it.
+pub use crate::operation::{
     capabilities_for_carrier_class, matching_capability, register_operation_capabilities,
     require_capability, supports_operation_plan, unsupported_plan_reason,
 };
-pub(crate) use capability_registry::{
-    check_capability, missing_plan_reason, seal_definition_capabilities,
-};
-pub use class::{CarrierClass, CarrierType, ClassKind};
+pub use class::{CarrierClass, CarrierType, ClassKind, ClassOrigin};
 pub use definition_free::DefinitionFreeCarrier;
+pub(crate) use definition_free::ErasedCarrier;
+pub use facet::CarrierFacet;
 pub use handle::Carrier;
 pub(crate) use lifecycle::Claim;
 pub use lifecycle::{OwnerAccess, OwnershipToken};

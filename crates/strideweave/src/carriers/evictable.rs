@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::autograd::no_grad;
-use crate::carrier::{Carrier, CarrierClass, ClassKind, DefinitionFreeCarrier, OwnershipToken};
+use crate::carrier::{
+    Carrier, CarrierClass, ClassKind, ClassOrigin, DefinitionFreeCarrier, OwnershipToken,
+};
 use crate::carriers::tier_pair::check_tier_pair;
 use crate::carriers::BlockDeviceCarrier;
 use crate::dtype::{DType, Value};
@@ -338,6 +340,7 @@ fn transfer(
 
 impl DefinitionFreeCarrier for Evictable {
     const NAME: &'static str = "Evictable";
+    const ORIGIN: ClassOrigin = ClassOrigin::SHIPPED;
     const KIND: ClassKind = ClassKind::Dependent;
 
     /// The framework asks [`try_supports_storage_dtype`](Self::try_supports_storage_dtype);

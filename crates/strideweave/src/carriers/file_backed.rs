@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::carrier::{Carrier, DefinitionFreeCarrier};
+use crate::carrier::{Carrier, ClassOrigin, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, validate_storage_dtype, DType, Value};
 use crate::error::{Error, Result};
 
@@ -340,6 +340,7 @@ impl Transfer {
 
 impl DefinitionFreeCarrier for FileBacked {
     const NAME: &'static str = NAME;
+    const ORIGIN: ClassOrigin = ClassOrigin::SHIPPED;
 
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
         accepts_storage_dtype(dtype, &STORABLE)

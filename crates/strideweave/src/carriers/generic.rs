@@ -2,7 +2,7 @@
 
 use std::sync::{PoisonError, RwLock};
 
-use crate::carrier::{Carrier, DefinitionFreeCarrier};
+use crate::carrier::{Carrier, ClassOrigin, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, DType, Value};
 use crate::error::{quoted, Error, Result};
 use crate::operation::{Builtin, BuiltinKernel, Operation};
@@ -49,6 +49,7 @@ impl Generic {
 
 impl DefinitionFreeCarrier for Generic {
     const NAME: &'static str = "Generic";
+    const ORIGIN: ClassOrigin = ClassOrigin::SHIPPED;
 
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
         accepts_storage_dtype(dtype, &STORABLE)

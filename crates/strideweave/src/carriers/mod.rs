@@ -13,8 +13,6 @@ mod generic;
 mod tier_pair;
 mod tiled;
 
-use std::any::TypeId;
-
 pub use block_device::{BlockDevice, BlockDeviceCarrier};
 pub use cpu::Cpu;
 pub use evictable::Evictable;
@@ -25,15 +23,3 @@ pub use tiled::{
     ResidencyPurpose, ScatterReduction, TileLocation, TileProgress, TileResidency, TileSelection,
     TileSet, TileState, TiledEvictable, WhenPinned,
 };
-
-/// Whether `type_id` is one of the shipped carrier types.
-pub(crate) fn is_shipped(type_id: TypeId) -> bool {
-    [
-        TypeId::of::<Generic>(),
-        TypeId::of::<Cpu>(),
-        TypeId::of::<FileBacked>(),
-        TypeId::of::<BlockDeviceCarrier>(),
-        TypeId::of::<Evictable>(),
-    ]
-    .contains(&type_id)
-}

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::device::BlockDevice;
-use crate::carrier::DefinitionFreeCarrier;
+use crate::carrier::{ClassOrigin, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, DType, Value};
 use crate::error::{Error, Result};
 
@@ -122,6 +122,7 @@ impl BlockDeviceCarrier {
 
 impl DefinitionFreeCarrier for BlockDeviceCarrier {
     const NAME: &'static str = NAME;
+    const ORIGIN: ClassOrigin = ClassOrigin::SHIPPED;
 
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
         accepts_storage_dtype(dtype, &STORABLE)

@@ -40,7 +40,7 @@ pub(crate) const INLINE_F32: usize = inline_slots::WORDS;
 /// The most Bool slots a CPU carrier keeps inline.
 pub(crate) const INLINE_BOOL: usize = INLINE_BYTES;
 
-use crate::carrier::{Carrier, CarrierClass, DefinitionFreeCarrier};
+use crate::carrier::{Carrier, CarrierClass, ClassOrigin, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, validate_storage_dtype, DType, Value};
 use crate::error::{quoted, Error, Result};
 use crate::operation::{Authority, Builtin, BuiltinKernel, Operation};
@@ -497,6 +497,7 @@ impl Cpu {
 
 impl DefinitionFreeCarrier for Cpu {
     const NAME: &'static str = NAME;
+    const ORIGIN: ClassOrigin = ClassOrigin::SHIPPED;
 
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
         accepts_storage_dtype(dtype, &STORABLE)

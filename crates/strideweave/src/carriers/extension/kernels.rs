@@ -8,6 +8,7 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::carrier::{CarrierClass, ClassKind};
+use crate::carriers::extension::registration::{self, ClassBinding};
 use crate::carriers::extension::{
     carrier_definition, InterfaceHandle, PreparedKernel, Unsupported,
 };
@@ -431,7 +432,8 @@ pub(crate) fn freeze_execution_set(
     class: CarrierClass,
     provider: &KernelProvider,
 ) -> Arc<ExecutionSet> {
-    if let Some(set) = class.frozen_execution_set() {
+    let bound = registration::binding(class);
+    if let Some(set) = bound.and_then(ClassBinding::frozen_execution_set) {
         return Arc::clone(set);
     }
     let mut kernels = KERNELS.lock().unwrap_or_else(PoisonError::into_inner);
@@ -443,7 +445,9 @@ pub(crate) fn freeze_execution_set(
         KernelState::Open(packs) => {
             let set = Arc::new(ExecutionSet::build(class, provider, std::mem::take(packs)));
             *state = KernelState::Frozen(Arc::clone(&set));
-            class.record_execution_set(&set);
+            if let Some(bound) = bound {
+                bound.record_execution_set(&set);
+            }
             set
         }
     }

@@ -8,20 +8,22 @@
 mod bulk;
 mod completion;
 mod composite;
+mod defined_body;
 mod definition;
 mod execution_interface;
-mod facet;
 mod kernels;
 mod prepared;
 mod provider_result;
 mod registration;
 mod result_allocation;
 mod slot_storage;
+mod state_lock;
 mod storage_provider;
 mod synchronous_kernel;
 mod transfer;
 mod unsupported;
 
+pub use crate::carrier::CarrierFacet;
 pub use crate::operation::provider_scope::ProviderWork;
 pub use bulk::{read_f32s, read_i32s};
 pub use completion::{CompletionCell, ProviderCompletion};
@@ -31,7 +33,6 @@ pub use definition::CarrierDefinition;
 pub use execution_interface::{
     ExecutionInterface, InterfaceHandle, InterfaceIdentity, KernelExecutionInterface,
 };
-pub use facet::CarrierFacet;
 pub(crate) use kernels::{freeze_execution_set, kernel_capabilities, ExecutionSet};
 pub use kernels::{
     register_kernel_pack, KernelPack, KernelPattern, KernelProvider, Preparation, PrepareFn,

@@ -1,10 +1,11 @@
 //! `register_carrier_definition`: binding one definition to one exact carrier class.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use crate::carrier::{seal_definition_capabilities, CarrierClass, ClassKind};
-use crate::carriers::extension::CarrierDefinition;
+use crate::carrier::{CarrierClass, ClassKind};
+use crate::carriers::extension::{CarrierDefinition, ExecutionSet};
 use crate::error::{Error, Result};
+use crate::operation::seal_definition_capabilities;
 
 /// Serializes registrations: offering a definition to a class and winning its arbiter are
 /// one step. (The definition itself lives on the class, read without a lock.)
@@ -66,7 +67,10 @@ pub fn register_carrier_definition(
         )));
     }
     let _registration = REGISTRATION.lock().unwrap_or_else(PoisonError::into_inner);
-    class.offer_definition(&definition);
+    class.offer_binding(Box::new(ClassBinding {
+        definition: definition.clone(),
+        execution: OnceLock::new(),
+    }));
     class.mark_defined()?;
     // Storage-only and composite classes declare nothing at the class level.
     if definition.kernels().is_none() {
@@ -77,5 +81,30 @@ pub fn register_carrier_definition(
 
 /// The definition registered for exactly `class`, if any (a lookup; it observes nothing).
 pub fn carrier_definition(class: CarrierClass) -> Option<CarrierDefinition> {
-    class.definition().cloned()
+    binding(class).map(|binding| binding.definition.clone())
+}
+
+/// What registration binds to a definition-backed class's record: its definition, and the
+/// kernel execution set frozen when a kernel-backed class is first observed. Both are read
+/// without a lock by every construction of a carrier of the class.
+pub(crate) struct ClassBinding {
+    definition: CarrierDefinition,
+    execution: OnceLock<Arc<ExecutionSet>>,
+}
+
+impl ClassBinding {
+    /// The execution set frozen for the class, if it has been frozen.
+    pub(crate) fn frozen_execution_set(&self) -> Option<&Arc<ExecutionSet>> {
+        self.execution.get()
+    }
+
+    /// Records the execution set frozen for the class (once; later calls keep the first).
+    pub(crate) fn record_execution_set(&self, set: &Arc<ExecutionSet>) {
+        let _ = self.execution.set(Arc::clone(set));
+    }
+}
+
+/// The binding of the definition-backed `class` (`None` for any other class).
+pub(crate) fn binding(class: CarrierClass) -> Option<&'static ClassBinding> {
+    class.binding()?.downcast_ref::<ClassBinding>()
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use rustc_hash::FxHashMap;
 
-use crate::carrier::class::{CarrierClass, ClassKind};
+use crate::carrier::{CarrierClass, ClassKind};
 use crate::carriers::{Cpu, FileBacked, Generic};
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};

@@ -5,10 +5,10 @@ use std::any::{Any, TypeId};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::carrier::class::CarrierClass;
-use crate::carrier::definition_free::ErasedCarrier;
-use crate::carrier::state_lock::{ExclusiveState, SharedState, StateLock};
 use crate::carrier::Carrier;
+use crate::carrier::CarrierClass;
+use crate::carrier::ErasedCarrier;
+use crate::carriers::extension::state_lock::{ExclusiveState, SharedState, StateLock};
 use crate::carriers::extension::{
     carrier_definition, freeze_execution_set, AllocationContents, CarrierDefinition, CarrierFacet,
     CompositeProvider, ErasedState, ExecutionSet,
@@ -102,18 +102,6 @@ impl Carrier {
             ))
         })?;
         Ok(read(typed))
-    }
-
-    /// The dispatch hook of a definition-backed carrier (`None` for a definition-free one):
-    /// a fresh [`Operation`] bound to the central definition of `name` whose forward runs
-    /// the definition-backed path (see [`DefinedBody::dispatch`]). A released carrier is
-    /// reported first (Runtime, [`Error::Released`]).
-    pub(super) fn dispatch_defined(&self, name: &str) -> Option<Result<Operation>> {
-        let body = self.defined_body()?;
-        Some(
-            self.check_live("dispatch an operation")
-                .and_then(|()| body.dispatch(name)),
-        )
     }
 
     fn defined_body(&self) -> Option<&DefinedBody> {
@@ -445,8 +433,7 @@ impl ErasedCarrier for DefinedBody {
         Ok(())
     }
 
-    /// Not reached: [`Carrier::dispatch_op`] sends a definition-backed carrier to
-    /// [`Carrier::dispatch_defined`], which checks liveness first.
+    /// The definition's hook: [`Carrier::dispatch_op`] has checked liveness first.
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
         self.dispatch(name)
     }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::carrier::CarrierClass;
-use crate::carriers::extension::ErasedState;
+use crate::carriers::extension::storage_provider::ErasedState;
 use crate::error::{Error, Result};
 
 /// How many nested shared holds per thread are remembered (deeper ones are not checked for
