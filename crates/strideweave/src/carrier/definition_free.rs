@@ -159,7 +159,10 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
     }
 }
 
-/// The object-safe face of [`DefinitionFreeCarrier`] that a carrier handle stores.
+/// The storage of a carrier body, object-safe: what a carrier handle stores and every body
+/// answers (dtype support, size, reads, writes, the native bulk copy, release, fresh
+/// instances). The movement and scatter hooks are apart, in [`MovementHooks`]; the execution
+/// authority and reach are fixed on the handle at construction.
 pub(crate) trait ErasedCarrier: Send + Sync {
     fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool>;
     fn size(&self) -> usize;
@@ -189,24 +192,33 @@ pub(crate) trait ErasedCarrier: Send + Sync {
         empty: bool,
         mutable: bool,
     ) -> Result<Carrier>;
+    fn as_any(&self) -> &dyn Any;
+    /// The body's movement and scatter hooks.
+    fn movement(&self) -> &dyn MovementHooks;
+    /// The definition-free dispatch hook (see [`DefinitionFreeCarrier::dispatch_op`]).
+    fn dispatch_op(&self, name: &str) -> Result<Operation>;
+    /// The carrier-specific facets of the body's definition; none for a definition-free body.
+    fn facets(&self) -> &[Arc<dyn CarrierFacet>] {
+        &[]
+    }
+}
+
+/// The hooks of a body that take part in movement and scatter, apart from its storage: growing
+/// as an empty move destination, scatter support and source conditions, and when a write
+/// counts. A definition-free carrier type inherits the defaults of
+/// [`DefinitionFreeCarrier`] unless it overrides them; a definition-backed body answers them
+/// for its provider, which writes none.
+pub(crate) trait MovementHooks {
     fn grows_as_destination(&self) -> bool;
     fn set_extent(&self, slots: usize, dtype: DType) -> Result<()>;
     fn supports_scatter(&self) -> bool;
-    fn versions_at_transfer_start(&self) -> bool {
-        false
-    }
     fn check_scatter_source(
         &self,
         source: CarrierClass,
         source_dtype: DType,
         dtype: DType,
     ) -> Result<()>;
-    fn dispatch_op(&self, name: &str) -> Result<Operation>;
-    fn as_any(&self) -> &dyn Any;
-    /// The carrier-specific facets of the body's definition; none for a definition-free body.
-    fn facets(&self) -> &[Arc<dyn CarrierFacet>] {
-        &[]
-    }
+    fn versions_at_transfer_start(&self) -> bool;
 }
 
 impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
@@ -253,6 +265,18 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
         let body = DefinitionFreeCarrier::allocate_like(self, size, dtype, empty)?;
         Carrier::new(body, dtype, mutable)
     }
+    fn dispatch_op(&self, name: &str) -> Result<Operation> {
+        DefinitionFreeCarrier::dispatch_op(self, name)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn movement(&self) -> &dyn MovementHooks {
+        self
+    }
+}
+
+impl<T: DefinitionFreeCarrier> MovementHooks for T {
     fn grows_as_destination(&self) -> bool {
         DefinitionFreeCarrier::grows_as_destination(self)
     }
@@ -272,11 +296,5 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
         dtype: DType,
     ) -> Result<()> {
         DefinitionFreeCarrier::check_scatter_source(self, source, source_dtype, dtype)
-    }
-    fn dispatch_op(&self, name: &str) -> Result<Operation> {
-        DefinitionFreeCarrier::dispatch_op(self, name)
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

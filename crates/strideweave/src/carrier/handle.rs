@@ -364,7 +364,7 @@ impl Carrier {
         &self,
         write: impl FnOnce(&dyn ErasedCarrier, DType) -> Result<()>,
     ) -> Result<()> {
-        let at_start = self.body().versions_at_transfer_start();
+        let at_start = self.body().movement().versions_at_transfer_start();
         if at_start {
             self.bump_version();
         }
@@ -399,7 +399,7 @@ impl Carrier {
     }
 
     pub(crate) fn supports_scatter(&self) -> bool {
-        self.body().supports_scatter()
+        self.body().movement().supports_scatter()
     }
 
     pub(crate) fn check_scatter_source(
@@ -408,15 +408,16 @@ impl Carrier {
         source_dtype: DType,
     ) -> Result<()> {
         self.body()
+            .movement()
             .check_scatter_source(source, source_dtype, self.inner.dtype)
     }
 
     pub(crate) fn grows_as_destination(&self) -> bool {
-        self.body().grows_as_destination()
+        self.body().movement().grows_as_destination()
     }
 
     pub(crate) fn set_extent(&self, slots: usize) -> Result<()> {
-        self.body().set_extent(slots, self.inner.dtype)
+        self.body().movement().set_extent(slots, self.inner.dtype)
     }
 
     /// Releases the storage (idempotent; the version does not move).

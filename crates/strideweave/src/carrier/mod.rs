@@ -21,7 +21,7 @@ pub use crate::operation::{
 };
 pub use class::{CarrierClass, CarrierType, ClassKind, ClassOrigin};
 pub use definition_free::DefinitionFreeCarrier;
-pub(crate) use definition_free::ErasedCarrier;
+pub(crate) use definition_free::{ErasedCarrier, MovementHooks};
 pub use facet::CarrierFacet;
 pub use handle::Carrier;
 pub(crate) use lifecycle::Claim;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::carrier::Carrier;
 use crate::carrier::CarrierClass;
-use crate::carrier::ErasedCarrier;
+use crate::carrier::{ErasedCarrier, MovementHooks};
 use crate::carriers::extension::state_lock::{ExclusiveState, SharedState, StateLock};
 use crate::carriers::extension::{
     carrier_definition, freeze_execution_set, AllocationContents, CarrierDefinition, CarrierFacet,
@@ -394,6 +394,25 @@ impl ErasedCarrier for DefinedBody {
         Ok(carrier)
     }
 
+    /// The definition's hook: [`Carrier::dispatch_op`] has checked liveness first.
+    fn dispatch_op(&self, name: &str) -> Result<Operation> {
+        self.dispatch(name)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn movement(&self) -> &dyn MovementHooks {
+        self
+    }
+
+    fn facets(&self) -> &[Arc<dyn CarrierFacet>] {
+        self.definition.facets()
+    }
+}
+
+impl MovementHooks for DefinedBody {
     /// An empty definition-backed carrier grows to a moved tensor's cosize, as FileBacked
     /// does: the provider's `allocate` establishes the new extent.
     fn grows_as_destination(&self) -> bool {
@@ -433,16 +452,7 @@ impl ErasedCarrier for DefinedBody {
         Ok(())
     }
 
-    /// The definition's hook: [`Carrier::dispatch_op`] has checked liveness first.
-    fn dispatch_op(&self, name: &str) -> Result<Operation> {
-        self.dispatch(name)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn facets(&self) -> &[Arc<dyn CarrierFacet>] {
-        self.definition.facets()
+    fn versions_at_transfer_start(&self) -> bool {
+        false
     }
 }
