@@ -7,7 +7,7 @@ use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
 use strideweave::carriers::extension::{
     read_f32s, read_i32s, ExecutionInterface, InterfaceHandle, KernelExecutionInterface,
     KernelProvider, PreparedTransfer, ProviderCompletion, Submitted, TransferPreparation,
-    TransferProvider, TransferRequest, TransferRoute, Unsupported,
+    TransferProvider, TransferRequest, TransferRoute,
 };
 use strideweave::carriers::Cpu;
 use strideweave::{
@@ -184,14 +184,10 @@ fn download_route(
     id: &str,
     device: Arc<GpuDevice>,
 ) -> Result<TransferRoute> {
+    let route = format!("{class} → {destination}");
     let provider = TransferProvider::new(move |request: &TransferRequest| {
-        if !stores(request.dtype()) {
-            return Ok(TransferPreparation::Unsupported(Unsupported::new(
-                format!(
-                    "the Gpu route moves Float32 and Int32, not {}",
-                    request.dtype()
-                ),
-            )?));
+        if let Some(refusal) = storage::refuse_unstored(&route, request.dtype())? {
+            return Ok(refusal);
         }
         let request = request.clone();
         let device = Arc::clone(&device);

@@ -21,6 +21,9 @@ pub enum FaultPoint {
     Submit,
     /// Mapping a staging buffer to read results back.
     Map,
+    /// Copying a GpuHost carrier's host words into a carrier of another class (no wgpu call:
+    /// the hook by which host-side route failures are tested).
+    HostCopy,
 }
 
 /// The kind of wgpu failure an injected fault reports.
@@ -245,6 +248,13 @@ impl GpuDevice {
                 uncaptured.join("; ")
             )));
         }
+        self.injected(point, what)
+    }
+
+    /// The error of a fault injected at `point`, if any (it fires once). Host-side work that
+    /// makes no wgpu call checks only this: a lost device does not stop a copy between host
+    /// memories.
+    pub(crate) fn injected(&self, point: FaultPoint, what: &str) -> Result<()> {
         match self.faults.lock().remove(&point) {
             None => Ok(()),
             Some(Fault::DeviceLost) => Err(Error::Runtime(format!(

@@ -1,5 +1,5 @@
 //! The [`GpuHost`] carrier class: host-side staging memory paired with a Gpu class, and its
-//! route GpuHost → Gpu (one bulk upload).
+//! routes GpuHost → Gpu (one bulk upload) and GpuHost → CPU (one host copy).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -7,13 +7,14 @@ use std::sync::Arc;
 use strideweave::carrier::{Carrier, CarrierClass};
 use strideweave::carriers::extension::{
     PreparedTransfer, StorageProvider, Submitted, TransferPreparation, TransferProvider,
-    TransferRequest, TransferRoute, Unsupported,
+    TransferRequest, TransferRoute,
 };
+use strideweave::carriers::Cpu;
 use strideweave::{DType, Error, Result, Shape, Tensor};
 
 use crate::completion::GpuCompletion;
 use crate::device::{FaultPoint, GpuDevice};
-use crate::storage::{stores, value_word, word_value, GpuSlots, SLOT_BYTES};
+use crate::storage::{refuse_unstored, stores, value_word, word_value, GpuSlots, SLOT_BYTES};
 
 /// The provider-owned state of one GpuHost carrier: its slots as 32-bit words in host memory,
 /// or words staged for `allocate` to adopt.
@@ -113,30 +114,17 @@ pub(crate) fn upload_route(
     gpu: CarrierClass,
     device: Arc<GpuDevice>,
 ) -> Result<TransferRoute> {
+    let route = format!("{host} → {gpu}");
     let provider = TransferProvider::new(move |request: &TransferRequest| {
-        if !stores(request.dtype()) {
-            return Ok(TransferPreparation::Unsupported(Unsupported::new(
-                format!(
-                    "the GpuHost route moves Float32 and Int32, not {}",
-                    request.dtype()
-                ),
-            )?));
+        if let Some(refusal) = refuse_unstored(&route, request.dtype())? {
+            return Ok(refusal);
         }
         let request = request.clone();
         let device = Arc::clone(&device);
         Ok(TransferPreparation::Transfer(PreparedTransfer::new(
             move || {
-                let source = request.tensor();
-                let (start, span) = (source.offset(), request.physical_span());
-                let words = source.carrier().with_provider_state(|state: &HostWords| {
-                    state.words.get(start..start + span).map(<[u32]>::to_vec)
-                })?;
-                let words = words.ok_or_else(|| {
-                    Error::Index(format!(
-                        "slots {start}..{start}+{span} lie outside the GpuHost source of {} slots",
-                        source.carrier().size()
-                    ))
-                })?;
+                let span = request.physical_span();
+                let words = source_span(&request)?;
                 let buffer = request
                     .destination()
                     .with_provider_state(|state: &GpuSlots| state.buffer().cloned())??;
@@ -173,6 +161,58 @@ pub(crate) fn upload_route(
     TransferRoute::new(host, gpu, "gpuhost-to-gpu", provider)
 }
 
+/// The words of the request's physical span in its GpuHost source (one copy).
+fn source_span(request: &TransferRequest) -> Result<Vec<u32>> {
+    let source = request.tensor();
+    let (start, span) = (source.offset(), request.physical_span());
+    let words = source.carrier().with_provider_state(|state: &HostWords| {
+        state.words.get(start..start + span).map(<[u32]>::to_vec)
+    })?;
+    words.ok_or_else(|| {
+        Error::Index(format!(
+            "slots {start}..{start}+{span} lie outside the GpuHost source of {} slots",
+            source.carrier().size()
+        ))
+    })
+}
+
+/// The GpuHost → CPU route: the request's physical span is copied out of the source's words
+/// and written into the CPU destination in one bulk copy, during submission (host memory to
+/// host memory: nothing is left pending).
+///
+/// Seed rules: "every route's source class SHALL be exactly carrier_class" (the GpuHost
+/// definition declares it, which is how the CPU is reachable from GpuHost at all: the CPU is
+/// definition-free and declares no route); `prepare` validates "without changing either
+/// Carrier, submitting transfer work, or publishing state" — it checks the dtype only. The
+/// destination is written through the transfer request, so the framework's journal undoes
+/// the write when the transfer fails after it.
+pub(crate) fn cpu_route(host: CarrierClass, device: Arc<GpuDevice>) -> Result<TransferRoute> {
+    let route = format!("{host} → CPU");
+    let provider = TransferProvider::new(move |request: &TransferRequest| {
+        if let Some(refusal) = refuse_unstored(&route, request.dtype())? {
+            return Ok(refusal);
+        }
+        let request = request.clone();
+        let device = Arc::clone(&device);
+        Ok(TransferPreparation::Transfer(PreparedTransfer::new(
+            move || {
+                let words = source_span(&request)?;
+                device.injected(
+                    FaultPoint::HostCopy,
+                    &format!("copy {} GpuHost slots to the CPU", words.len()),
+                )?;
+                if request.dtype() == DType::INT32 {
+                    request.write_i32s(0, bytemuck::cast_slice(&words))?;
+                } else {
+                    request.write_f32s(0, bytemuck::cast_slice(&words))?;
+                }
+                Ok(Submitted::Ready(()))
+            },
+        )))
+    });
+    TransferRoute::new(host, CarrierClass::of::<Cpu>(), "gpuhost-to-cpu", provider)
+}
+
 /// The host-side staging class of a [`Gpu`](crate::Gpu) class: carriers whose slots are
 /// 32-bit words in host memory (Float32 or Int32), like pinned host memory beside a CUDA
 /// device.
@@ -186,10 +226,12 @@ pub(crate) fn upload_route(
 /// (`gpu-to-gpuhost`, one bulk download): each route starts at its own defining class, and a
 /// GpuHost carrier can be the secondary tier of a Gpu primary.
 ///
-/// The same rule means a move CPU → GpuHost has no route either; GpuHost carriers are built
-/// from values ([`from_f32`](GpuHost::from_f32), [`from_i32`](GpuHost::from_i32)) or zeroed
+/// The GpuHost definition also declares GpuHost → CPU (`gpuhost-to-cpu`, one host copy), so
+/// a tensor on GpuHost moves to the CPU like one on the Gpu. The same rule means a move
+/// CPU → GpuHost has no route; GpuHost carriers are built from values
+/// ([`from_f32`](GpuHost::from_f32), [`from_i32`](GpuHost::from_i32)) or zeroed
 /// ([`carrier`](GpuHost::carrier)), and read back in bulk with [`f32s`](GpuHost::f32s) and
-/// [`i32s`](GpuHost::i32s) or slot by slot like any carrier.
+/// [`i32s`](GpuHost::i32s), slot by slot like any carrier, or by a move to the CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GpuHost {
     class: CarrierClass,
@@ -208,8 +250,10 @@ impl GpuHost {
         gpu: CarrierClass,
         device: Arc<GpuDevice>,
     ) -> Result<strideweave::CarrierDefinition> {
-        strideweave::CarrierDefinition::new(storage())
-            .with_transfers(vec![upload_route(class, gpu, device)?])
+        strideweave::CarrierDefinition::new(storage()).with_transfers(vec![
+            upload_route(class, gpu, Arc::clone(&device))?,
+            cpu_route(class, device)?,
+        ])
     }
 
     /// The exact carrier class.

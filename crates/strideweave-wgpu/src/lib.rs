@@ -11,8 +11,9 @@
 //!   the [`GpuUpload`] facet (uploads are a facet because routes start at the defining
 //!   class), and the route Gpu → [`GpuHost`].
 //! - [`GpuHost`]: the host-side staging class paired with each Gpu class (32-bit words in
-//!   host memory) with the route GpuHost → Gpu, so that tier carriers can stream tiles onto
-//!   the device: the secondary tier of an `Evictable` or `TiledEvictable` over a Gpu primary.
+//!   host memory) with the routes GpuHost → Gpu, so that tier carriers can stream tiles onto
+//!   the device (the secondary tier of an `Evictable` or `TiledEvictable` over a Gpu
+//!   primary), and GpuHost → CPU.
 //! - [`GpuCompletion`]: the pending outcome of a queue submission (non-blocking `done` that
 //!   polls, blocking `wait` on the submission index).
 //!

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use strideweave::carriers::extension::StorageProvider;
+use strideweave::carriers::extension::{StorageProvider, TransferPreparation, Unsupported};
 use strideweave::{DType, Error, Result, Value};
 
 use crate::completion::GpuCompletion;
@@ -21,6 +21,20 @@ pub(crate) const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
 /// The dtypes a Gpu carrier stores: Float32 and Int32, one 32-bit word per slot.
 pub fn stores(dtype: DType) -> bool {
     dtype == DType::FLOAT32 || dtype == DType::INT32
+}
+
+/// The `Unsupported` answer every route of the crate (named `route` in the reason) gives a
+/// request whose dtype the Gpu and GpuHost classes do not store, or `None` for one they do.
+///
+/// Seed rule: `prepare` returns `Unsupported` for a request it cannot transfer, "without
+/// changing either Carrier, submitting transfer work, or publishing state".
+pub(crate) fn refuse_unstored(route: &str, dtype: DType) -> Result<Option<TransferPreparation>> {
+    if stores(dtype) {
+        return Ok(None);
+    }
+    Ok(Some(TransferPreparation::Unsupported(Unsupported::new(
+        format!("the {route} route moves Float32 and Int32, not {dtype}"),
+    )?)))
 }
 
 /// The provider-owned state of one Gpu carrier: its device buffer, or a buffer staged for

@@ -93,7 +93,14 @@ fn the_class_stores_float32_and_int32_only() -> Result<()> {
         .collect();
     assert_eq!(
         host_routes,
-        vec![("gpuhost-to-gpu", gpu.host().class(), gpu.class())]
+        vec![
+            ("gpuhost-to-gpu", gpu.host().class(), gpu.class()),
+            (
+                "gpuhost-to-cpu",
+                gpu.host().class(),
+                CarrierClass::of::<Cpu>()
+            ),
+        ]
     );
     Ok(())
 }
