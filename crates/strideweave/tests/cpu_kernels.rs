@@ -560,6 +560,58 @@ fn reduce_sum_over_mode_one() -> Result<()> {
 }
 
 #[test]
+fn small_and_boundary_reductions_sum_in_ascending_order() -> Result<()> {
+    // Around the sizes where a reduction stops fitting the stack (16 results, 256 elements),
+    // on views with a gap between columns, and with magnitudes that make the order visible:
+    // every result is the Float32 fold over ascending j, starting at -0.0.
+    for (n, k) in [
+        (1, 1),
+        (5, 3),
+        (8, 8),
+        (16, 16),
+        (16, 17),
+        (17, 3),
+        (20, 12),
+    ] {
+        let column = n + 1;
+        let values: Vec<f32> = (0..column * k)
+            .map(|i| {
+                let magnitude = [1e-3f32, 1.0, 1e7][i % 3];
+                magnitude * ((i * 7919) % 31) as f32 - 15.0
+            })
+            .collect();
+        let x = f32_view(&values, &format!("({n},{k}):(1,{column})"))?;
+        let sums = floats(&op("reduce_sum", vec![x.clone().into()])?)?;
+        let expected: Vec<f32> = (0..n)
+            .map(|i| (0..k).fold(-0.0f32, |acc, j| acc + values[i + j * column]))
+            .collect();
+        assert_bits(&sums, &expected);
+        let maxima = floats(&op("reduce_max", vec![x.into()])?)?;
+        let expected: Vec<f32> = (0..n)
+            .map(|i| {
+                (0..k)
+                    .map(|j| values[i + j * column])
+                    .fold(f32::NEG_INFINITY, f32::max)
+            })
+            .collect();
+        assert_bits(&maxima, &expected);
+    }
+    // A NaN anywhere in a small row makes its maximum NaN; the other rows are unaffected.
+    let x = f32s(&[1.0, 2.0, f32::NAN, 4.0, 5.0, -6.0], "(2,3)")?;
+    assert_bits(
+        &floats(&op("reduce_max", vec![x.into()])?)?,
+        &[f32::NAN, 4.0],
+    );
+    // Int32 sums of a small tensor stay exact until the final narrowing.
+    let i = i32s(&[i32::MAX, -5, 1, 5, -1, 0], "(2,3)")?;
+    assert_eq!(
+        ints(&op("reduce_sum", vec![i.into()])?)?,
+        [i64::from(i32::MAX), 0]
+    );
+    Ok(())
+}
+
+#[test]
 fn large_reductions_split_over_threads() -> Result<()> {
     let values: Vec<f32> = (0..300_000).map(|i| (i % 10) as f32).collect();
     let exact_sum =

@@ -175,7 +175,7 @@ impl ResultSpec {
 
     /// A fresh result of `dtype` with the canonical column-major layout of `shape`.
     pub fn canonical(dtype: DType, shape: Shape) -> ResultSpec {
-        ResultSpec::new(dtype, Layout::column_major(shape))
+        ResultSpec::shared(dtype, super::canonical_layouts::canonical_layout(shape))
     }
 
     /// Declares that this result is operand `index` itself.

@@ -5,6 +5,7 @@
 mod authority;
 pub(crate) mod builtin;
 mod call_one;
+mod canonical_layouts;
 mod capability;
 mod capability_registry;
 mod definition;

@@ -39,6 +39,11 @@ const LANES: usize = 32;
 /// Results below which the threads split the reduced mode rather than the results.
 const FEW_RESULTS: usize = 64;
 
+/// Results and elements up to which a single-run reduction accumulates on the stack
+/// ([`tiny`]).
+const TINY_RESULTS: usize = 16;
+const TINY_WORK: usize = 256;
+
 /// How one reduction combines elements.
 trait Reducer: Copy + Send + Sync {
     /// The element type read.
@@ -356,6 +361,14 @@ fn drive<R: Reducer>(
         || (row_stride == 1 && row_extent >= 16)
         || (col_stride != 1 && row_extent >= col_extent);
     let work = n.saturating_mul(k);
+    if vertical
+        && n <= TINY_RESULTS
+        && work <= TINY_WORK
+        && input.rows.leaves().len() <= 1
+        && input.cols.leaves().len() <= 1
+    {
+        return tiny(name, r, input, out);
+    }
     let threads = chunk_count(work);
     if work <= THREADING_THRESHOLD || n >= FEW_RESULTS || ordered || k < 2 {
         // Each result's order does not depend on how the results are cut.
@@ -380,6 +393,41 @@ fn drive<R: Reducer>(
         }
     }
     for (i, (o, &acc)) in out.iter_mut().zip(&accs).enumerate() {
+        *o = finish(name, r, acc, i)?;
+    }
+    Ok(())
+}
+
+/// The first arm of [`drive`]: a small reduction whose modes are each one run, accumulated on
+/// the stack in the vertical order (ascending `j`, then `i`), exactly the order
+/// [`accumulate`] takes for it, with no accumulator buffer or block set-up.
+fn tiny<R: Reducer>(name: &str, r: R, input: &Input<'_, R::In>, out: &mut [R::Out]) -> Result<()> {
+    let (n, k) = (input.rows.size(), input.cols.size());
+    let (_, [rs]) = input.rows.inner();
+    let (_, [cs]) = input.cols.inner();
+    let xs = input.slots;
+    let mut accs = [r.identity(); TINY_RESULTS];
+    let accs = accs.get_mut(..n).unwrap_or_default();
+    if n > 0 && k > 0 {
+        let reach = (n - 1)
+            .checked_mul(rs)
+            .zip((k - 1).checked_mul(cs))
+            .and_then(|(a, b)| a.checked_add(b)?.checked_add(input.offset));
+        if reach.is_none_or(|top| top >= xs.len()) {
+            return Err(Error::Index(format!(
+                "'{name}': the input's layout reaches past its slots"
+            )));
+        }
+    }
+    for j in 0..k {
+        let column = input.offset + j * cs;
+        for (i, acc) in accs.iter_mut().enumerate() {
+            if let Some(&x) = xs.get(column + i * rs) {
+                *acc = r.add(*acc, x);
+            }
+        }
+    }
+    for (i, (o, &acc)) in out.iter_mut().zip(accs.iter()).enumerate() {
         *o = finish(name, r, acc, i)?;
     }
     Ok(())

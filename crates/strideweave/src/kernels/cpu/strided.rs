@@ -269,6 +269,17 @@ pub(super) fn walk_of(layout: &Layout) -> Result<Walk<1>> {
 pub(super) fn walk_of_leaves(
     leaves: impl Iterator<Item = (usize, usize)> + Clone,
 ) -> Result<Walk<1>> {
+    let mut first = leaves.clone();
+    if let (Some((extent, stride)), None) = (first.next(), first.next()) {
+        // One leaf has nothing to coalesce: what `Walk::new` makes of it, directly.
+        let mut walk = Small::empty((1, [0]));
+        walk.push(if extent == 1 {
+            (1, [0])
+        } else {
+            (extent, [stride])
+        });
+        return Ok(Walk { leaves: walk });
+    }
     let extents: Small<usize> = leaves.clone().map(|l| l.0).fold(Small::new(), push);
     let strides: Small<usize> = leaves.map(|l| l.1).fold(Small::new(), push);
     Walk::new(extents.as_slice(), [strides.as_slice()])
@@ -307,6 +318,16 @@ mod tests {
             Ok(())
         });
         runs
+    }
+
+    #[test]
+    fn a_single_leaf_walks_as_the_general_walk_does() -> Result<()> {
+        for leaf in [(0, 3), (1, 7), (1, 0), (5, 1), (5, 0), (4, 9)] {
+            let quick = walk_of_leaves([leaf].into_iter())?;
+            let general = Walk::new(&[leaf.0], [&[leaf.1]])?;
+            assert_eq!(quick.leaves(), general.leaves(), "leaf {leaf:?}");
+        }
+        Ok(())
     }
 
     #[test]

@@ -345,19 +345,26 @@ fn contracted_shape(name: &str, lhs: &Shape, rhs: &Shape) -> Result<Shape> {
             )));
         }
     }
-    let (k_lhs, k_rhs) = (lhs.mode(1)?.size(), rhs.mode(1)?.size());
-    if k_lhs != k_rhs {
-        return Err(Error::Value(format!(
+    let mismatch = |k_lhs: usize, k_rhs: usize| {
+        Err(Error::Value(format!(
             "'{name}' contracts mode 1 of both operands: (N,K)·(M,K); Shape {lhs} has K = {k_lhs} but Shape {rhs} has K = {k_rhs}"
-        )));
-    }
-    if let ([n, _], [m, _], true, true) = (
+        )))
+    };
+    if let ([n, k_lhs], [m, k_rhs], true, true) = (
         lhs.leaves(),
         rhs.leaves(),
         lhs.profile().is_flat(),
         rhs.profile().is_flat(),
     ) {
+        // Flat (N,K) and (M,K): the modes are the leaves.
+        if k_lhs != k_rhs {
+            return mismatch(*k_lhs, *k_rhs);
+        }
         return Ok(Shape::flat(&[*n, *m])?);
+    }
+    let (k_lhs, k_rhs) = (lhs.mode(1)?.size(), rhs.mode(1)?.size());
+    if k_lhs != k_rhs {
+        return mismatch(k_lhs, k_rhs);
     }
     let n = Layout::column_major(lhs.mode(0)?);
     let m = Layout::column_major(rhs.mode(0)?);
