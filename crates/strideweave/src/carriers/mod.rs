@@ -14,7 +14,7 @@ mod tier_pair;
 mod tiled;
 
 pub use block_device::{BlockDevice, BlockDeviceCarrier};
-pub use cpu::Cpu;
+pub use cpu::{Cpu, CpuExport};
 pub use evictable::Evictable;
 pub use file_backed::FileBacked;
 pub use generic::Generic;

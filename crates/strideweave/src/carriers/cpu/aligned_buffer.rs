@@ -1,7 +1,9 @@
 //! `AlignedBuffer`: the heap slots of a CPU carrier larger than its inline room.
 //!
 //! All of the CPU carrier's `unsafe` code lives here: the buffer owns one zeroed allocation
-//! like a `Box<[u8]>`, hands out typed views of it through borrows, and frees it on drop.
+//! like a `Box<[u8]>`, hands out typed views of it through borrows, and frees it on drop. A
+//! borrowed buffer views memory someone else owns instead, kept alive by an [`Owner`] the
+//! buffer drops with itself.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
@@ -25,14 +27,32 @@ struct CacheLine;
 /// Element types that may view an [`AlignedBuffer`]'s bytes.
 ///
 /// # Safety
-/// Implementors have no padding, an alignment of at most [`CACHE_LINE`], and every bit
-/// pattern of their size is a valid value.
+/// Implementors have no padding, an alignment of at most 4 (borrowed buffers are 4-byte
+/// aligned, allocated ones [`CACHE_LINE`] aligned), and every bit pattern of their size is a
+/// valid value.
 pub(super) unsafe trait Plain: Copy {}
 
 // SAFETY: f32 is 4 bytes, 4-aligned, without padding, and every bit pattern is an f32.
 unsafe impl Plain for f32 {}
 // SAFETY: i32 is 4 bytes, 4-aligned, without padding, and every bit pattern is an i32.
 unsafe impl Plain for i32 {}
+
+/// What keeps borrowed memory alive: dropped when the buffer is.
+pub(super) struct Owner {
+    _kept: Box<dyn Send + Sync>,
+}
+
+impl Owner {
+    pub(super) fn new(owner: Box<dyn Send + Sync>) -> Owner {
+        Owner { _kept: owner }
+    }
+}
+
+impl std::fmt::Debug for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Owner(..)")
+    }
+}
 
 /// One zero-initialized heap allocation, aligned to 64 bytes (2 MiB from 2 MiB up), owned
 /// like a `Box<[u8]>` and freed on drop.
@@ -42,8 +62,11 @@ pub(super) struct AlignedBuffer {
     ptr: NonNull<u8>,
     /// The number of usable bytes from `ptr`.
     len: usize,
-    /// The allocation as made, for `dealloc`; `None` when `len` is 0.
+    /// The allocation as made, for `dealloc`; `None` when `len` is 0 or the memory is
+    /// borrowed.
     allocation: Option<(NonNull<u8>, Layout)>,
+    /// The owner of borrowed memory; `None` for an allocation of the buffer's own.
+    owner: Option<Owner>,
 }
 
 // SAFETY: the buffer uniquely owns its allocation (no other pointer to it escapes except
@@ -60,6 +83,7 @@ impl AlignedBuffer {
                 ptr: NonNull::<CacheLine>::dangling().cast(),
                 len: 0,
                 allocation: None,
+                owner: None,
             });
         }
         let align = if len >= HUGE_PAGE {
@@ -92,9 +116,29 @@ impl AlignedBuffer {
             ptr,
             len,
             allocation: Some((base, layout)),
+            owner: None,
         };
         buffer.advise_huge_pages();
         Ok(buffer)
+    }
+
+    /// A buffer over `len` bytes at `ptr` that `owner` keeps alive.
+    ///
+    /// # Safety
+    /// Until `owner` is dropped, `ptr` is valid for reads of `len` initialized bytes and
+    /// aligned to 4 bytes (the alignment of every [`Plain`] type); the buffer is only read.
+    pub(super) unsafe fn borrowed(ptr: NonNull<u8>, len: usize, owner: Owner) -> AlignedBuffer {
+        AlignedBuffer {
+            ptr,
+            len,
+            allocation: None,
+            owner: Some(owner),
+        }
+    }
+
+    /// Whether the memory is borrowed (read only) rather than the buffer's own.
+    pub(super) fn is_borrowed(&self) -> bool {
+        self.owner.is_some()
     }
 
     /// Asks Linux to back the whole 2 MiB blocks of a large buffer with huge pages.
@@ -128,19 +172,22 @@ impl AlignedBuffer {
     }
 
     pub(super) fn as_bytes_mut(&mut self) -> &mut [u8] {
+        debug_assert!(!self.is_borrowed(), "borrowed memory is only read");
         // SAFETY: as in `as_bytes`, and `&mut self` makes this the only borrow.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
     pub(super) fn typed<T: Plain>(&self) -> &[T] {
         let count = self.len / std::mem::size_of::<T>();
-        // SAFETY: `ptr` is aligned to at least CACHE_LINE >= align_of::<T>() (T: Plain), the
+        // SAFETY: `ptr` is aligned to at least align_of::<T>() (CACHE_LINE for an allocation
+        // of its own, 4 for borrowed memory, and T: Plain is at most that aligned), the
         // `count * size_of::<T>() <= len` bytes are initialized and owned by `self`, every bit
         // pattern is a valid T (T: Plain), and the borrow is tied to `&self`.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<T>(), count) }
     }
 
     pub(super) fn typed_mut<T: Plain>(&mut self) -> &mut [T] {
+        debug_assert!(!self.is_borrowed(), "borrowed memory is only read");
         let count = self.len / std::mem::size_of::<T>();
         // SAFETY: as in `typed`; `&mut self` makes this the only borrow, and any T written is
         // valid bytes.

@@ -195,6 +195,7 @@ impl InlineSlots {
         &self,
         f: impl FnOnce(&mut [T]) -> R,
         released: impl FnOnce() -> crate::Error,
+        admit: impl FnOnce() -> Result<()>,
     ) -> Result<R> {
         let count = self.len / 4;
         self.publish(
@@ -211,6 +212,7 @@ impl InlineSlots {
                 result
             },
             released,
+            admit,
         )
     }
 
@@ -220,6 +222,7 @@ impl InlineSlots {
         &self,
         f: impl FnOnce(&mut [u8]) -> R,
         released: impl FnOnce() -> crate::Error,
+        admit: impl FnOnce() -> Result<()>,
     ) -> Result<R> {
         let len = self.len;
         self.publish(
@@ -230,21 +233,24 @@ impl InlineSlots {
                 result
             },
             released,
+            admit,
         )
     }
 
-    /// Under the writer mutex: copies the words out, lets `change` edit the copy, then
-    /// stores the copy with the sequence odd meanwhile.
+    /// Under the writer mutex: `admit`s the write, copies the words out, lets `change` edit
+    /// the copy, then stores the copy with the sequence odd meanwhile.
     fn publish<R>(
         &self,
         change: impl FnOnce(&mut [u32; WORDS]) -> R,
         released: impl FnOnce() -> crate::Error,
+        admit: impl FnOnce() -> Result<()>,
     ) -> Result<R> {
         let _writer = self.writer.lock();
         let sequence = self.sequence.load(Ordering::Relaxed);
         if sequence == RELEASED {
             return Err(released());
         }
+        admit()?;
         let mut words = [0u32; WORDS];
         for (word, slot) in words.iter_mut().zip(&self.words) {
             *word = slot.load(Ordering::Relaxed);
@@ -302,6 +308,12 @@ impl InlineSlots {
             *slot.get_mut() = word;
         }
         Ok(result)
+    }
+
+    /// Runs `f` with writers excluded, telling it whether the slots are still live.
+    pub(super) fn excluding_writers<R>(&self, f: impl FnOnce(bool) -> R) -> R {
+        let _writer = self.writer.lock();
+        f(self.sequence.load(Ordering::Acquire) != RELEASED)
     }
 
     /// Marks the slots released; later accesses fail.

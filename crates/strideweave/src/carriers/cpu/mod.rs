@@ -24,6 +24,7 @@
 
 mod aligned_buffer;
 mod inline_slots;
+mod lending;
 
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -34,6 +35,8 @@ use aligned_buffer::AlignedBuffer;
 #[cfg(test)]
 use aligned_buffer::{CACHE_LINE, HUGE_PAGE};
 use inline_slots::{InlineSlots, INLINE_BYTES};
+pub use lending::CpuExport;
+use lending::Lending;
 
 /// The most Float32 slots a CPU carrier keeps inline.
 pub(crate) const INLINE_F32: usize = inline_slots::WORDS;
@@ -113,6 +116,8 @@ pub struct Cpu {
     element: Element,
     slots: usize,
     storage: Storage,
+    /// Live exports of the slots, and whether they are borrowed read-only.
+    lending: Lending,
 }
 
 /// Where a CPU carrier's slots live.
@@ -232,6 +237,7 @@ impl Cpu {
             element,
             slots: count,
             storage: Storage::Inline(InlineSlots::zeroed(element.width() * count)),
+            lending: Lending::default(),
         };
         let authority = Authority::Hook {
             builtin: Some(crate::kernels::cpu::execute),
@@ -317,6 +323,7 @@ impl Cpu {
             element,
             slots,
             storage,
+            lending: Lending::default(),
         })
     }
 
@@ -363,10 +370,13 @@ impl Cpu {
     /// A Runtime error once the carrier is released.
     pub(crate) fn with_bytes_mut<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> Result<R> {
         match &self.storage {
-            Storage::Inline(inline) => inline.write_bytes(f, || released("write")),
+            Storage::Inline(inline) => {
+                inline.write_bytes(f, || released("write"), || self.lending.admit_write())
+            }
             Storage::Heap(buffer) => {
                 let mut buffer = buffer.write();
                 let buffer = buffer.as_mut().ok_or_else(|| released("write"))?;
+                self.lending.admit_write()?;
                 Ok(f(buffer.as_bytes_mut()))
             }
         }
@@ -461,10 +471,13 @@ impl Cpu {
     /// [`with_i32_mut`](Cpu::with_i32_mut); the caller checked the element type.
     fn write_typed<T: Slot, R>(&self, f: impl FnOnce(&mut [T]) -> R) -> Result<R> {
         match &self.storage {
-            Storage::Inline(inline) => inline.write(f, || released("write")),
+            Storage::Inline(inline) => {
+                inline.write(f, || released("write"), || self.lending.admit_write())
+            }
             Storage::Heap(buffer) => {
                 let mut buffer = buffer.write();
                 let buffer = buffer.as_mut().ok_or_else(|| released("write"))?;
+                self.lending.admit_write()?;
                 Ok(f(buffer.typed_mut::<T>()))
             }
         }
@@ -645,8 +658,8 @@ impl DefinitionFreeCarrier for Cpu {
             Storage::Inline(inline) => inline.release(),
             Storage::Heap(buffer) => {
                 let buffer = buffer.write().take();
-                // Free outside the lock.
-                drop(buffer);
+                // Freed outside the lock, or once the last export of the slots is dropped.
+                self.lending.release_buffer(buffer);
             }
         }
         Ok(())
