@@ -8,7 +8,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PYTHON_TOOLS := "maturin>=1.5,<2" "pytest>=7" "mypy>=1.5"
+PYTHON_TOOLS := "maturin>=1.5,<2" "pytest>=7" "mypy>=1.5" "numpy>=1.22"
 
 .PHONY: test python-test develop
 

@@ -112,3 +112,7 @@ __all__ = [
     "sub",
     "tanh",
 ]
+
+from ._native import from_numpy as from_numpy
+
+__all__ += ["from_numpy"]

@@ -34,3 +34,14 @@ def test_custom_carrier_prints_its_results() -> None:
         "t.carrier is carrier: True",
         "the write failed with OSError('the device is gone') and the version stayed 0",
     ]
+
+
+def test_numpy_roundtrip_prints_its_results() -> None:
+    assert run("numpy_roundtrip.py").splitlines() == [
+        "shared True shape (2, 3) layout (2,3):(3,1)",
+        "y [[0.0, 3.0, 6.0], [9.0, 12.0, 15.0]] read-only True",
+        "write refused: its slots are exported to 1 live view(s) (such as a numpy array); "
+        "writes are refused until every view is dropped",
+        "after the view is gone -1.0 version 1",
+        "tiled layout copied: (4, 3)",
+    ]

@@ -11,6 +11,7 @@ mod dtype;
 mod errors;
 mod layout;
 mod movement;
+mod numpy_interop;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -84,5 +85,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add_class::<autograd::PyGradMode>()?;
     m.add_class::<movement::PyMoveHandle>()?;
+
+    m.add_class::<numpy_interop::PyArrayView>()?;
+    m.add_function(wrap_pyfunction!(numpy_interop::from_numpy, m)?)?;
     Ok(())
 }

@@ -647,6 +647,18 @@ impl PyTensor {
         )
     }
 
+    /// numpy's conversion hook: a read-only view of a CPU Float32 or Int32 tensor whose
+    /// layout flattens, else a copy (see `numpy_interop`).
+    #[pyo3(signature = (dtype=None, copy=None))]
+    fn __array__(
+        &self,
+        py: Python<'_>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        crate::numpy_interop::to_numpy(py, &self.inner, dtype, copy)
+    }
+
     fn __bool__(&self) -> PyResult<bool> {
         Err(PyValueError::new_err(
             "the truth value of a Tensor is ambiguous: read an element with t[...]",
