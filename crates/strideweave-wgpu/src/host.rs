@@ -101,14 +101,17 @@ fn storage() -> StorageProvider {
 }
 
 /// The GpuHost → Gpu route: the request's physical span is copied out of the source's words
-/// and written into the destination's device buffer with one `queue.write_buffer`, followed
-/// by an empty submission whose completion is the transfer's.
+/// into a fresh staging buffer (written while mapped at creation), and one submission copies
+/// it into the destination's device buffer; the transfer's completion is that submission's.
 ///
 /// Seed rules: "every route's source class SHALL be exactly carrier_class" (this route is
 /// declared by the GpuHost definition); `prepare` validates "without changing either Carrier,
-/// submitting transfer work, or publishing state" — it checks the dtype only. The write goes
-/// straight into the destination's buffer (the Gpu class's own state, which this crate
-/// defines), after every check that can fail, so a failed transfer leaves it unchanged.
+/// submitting transfer work, or publishing state" — it checks the dtype only. Nothing writes
+/// the destination's buffer but the copy in this transfer's own command buffer: a failure
+/// before or at its submission (the staging allocation, the encoding, the submission, a lost
+/// device) drops the command buffer, so no later submission can land the words (a
+/// `queue.write_buffer` would stay queued for the next one) and the destination keeps its
+/// contents.
 pub(crate) fn upload_route(
     host: CarrierClass,
     gpu: CarrierClass,
@@ -136,14 +139,22 @@ pub(crate) fn upload_route(
                     )));
                 }
                 let what = format!("upload {span} GpuHost slots");
+                let staging = device.create_buffer_with(
+                    "GpuHost upload staging",
+                    bytemuck::cast_slice(&words),
+                    wgpu::BufferUsages::COPY_SRC,
+                )?;
                 let finished = Arc::new(AtomicBool::new(false));
                 let flag = Arc::clone(&finished);
-                let index = device.scoped(FaultPoint::Submit, &what, |_| {
-                    let queue = device.wgpu_queue();
-                    if span > 0 {
-                        queue.write_buffer(&buffer, 0, bytemuck::cast_slice(&words));
+                let index = device.scoped(FaultPoint::Submit, &what, |d| {
+                    let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("GpuHost upload"),
+                    });
+                    if bytes > 0 {
+                        encoder.copy_buffer_to_buffer(&staging, 0, &buffer, 0, bytes);
                     }
-                    let index = queue.submit(std::iter::empty());
+                    let queue = device.wgpu_queue();
+                    let index = queue.submit([encoder.finish()]);
                     queue.on_submitted_work_done(move || flag.store(true, Ordering::Release));
                     index
                 })?;

@@ -9,7 +9,7 @@ use common::{numbers, own_gpu, shared_gpu};
 use strideweave::carriers::extension::{read_f32s, read_i32s};
 use strideweave::carriers::Cpu;
 use strideweave::movement::{move_async, move_to};
-use strideweave::{CarrierClass, DType, ErrorKind, Layout, Result, Shape, Stride, Tensor};
+use strideweave::{ops, CarrierClass, DType, ErrorKind, Layout, Result, Shape, Stride, Tensor};
 use strideweave_wgpu::{Fault, FaultPoint, GpuHost};
 
 /// Float32 values whose bits a lossy path would change: −0.0, a subnormal, a NaN payload,
@@ -152,5 +152,51 @@ fn a_lost_device_does_not_stop_a_gpuhost_to_cpu_move() -> Result<()> {
     assert!(error.to_string().contains("the device was lost"), "{error}");
     let moved = move_to(&tensor, &Cpu::carrier(3, DType::INT32, true, false)?)?;
     assert_eq!(numbers(&moved)?, [4.0, -5.0, 6.0]);
+    Ok(())
+}
+
+/// The route GpuHost → Gpu writes only through the copy in its own submission: an upload
+/// failing at the staging allocation (out of memory) or at the submission (a lost device,
+/// injected) leaves the destination's words as they were, also after later work was
+/// submitted on the queue, and the retry lands the words.
+#[test]
+fn a_failing_upload_leaves_the_destination_untouched_by_later_submissions() -> Result<()> {
+    let Some(gpu) = own_gpu("a_failing_upload_leaves_the_destination_untouched") else {
+        return Ok(());
+    };
+    let values: Vec<f32> = (0..8).map(|i| i as f32 * 0.75 - 2.0).collect();
+    let before = [9.0f32; 8];
+    for (point, fault, kind, message) in [
+        (
+            FaultPoint::Allocate,
+            Fault::OutOfMemory,
+            ErrorKind::Memory,
+            "GpuHost upload staging",
+        ),
+        (
+            FaultPoint::Submit,
+            Fault::DeviceLost,
+            ErrorKind::Runtime,
+            "upload 8 GpuHost slots: the device was lost (injected)",
+        ),
+    ] {
+        let source = Tensor::compact(gpu.host_from_f32(&values)?, Shape::new(8)?)?;
+        let destination = gpu.from_f32(&before, Shape::new(8)?)?;
+        gpu.device().inject_fault(point, fault);
+        let error = move_to(&source, destination.carrier()).unwrap_err();
+        assert_eq!(error.kind(), kind, "{error}");
+        assert!(error.to_string().contains(message), "{error}");
+        assert!(!source.carrier().is_released());
+        // Later submissions (a kernel, then the download) do not land the upload's words.
+        let doubled = ops::add(&destination, &destination)?;
+        assert_eq!(numbers(&doubled)?, vec![18.0; 8]);
+        assert_eq!(numbers(&destination)?, vec![9.0; 8]);
+        assert_eq!(destination.version(), 0);
+        let moved = move_to(&source, destination.carrier())?;
+        assert_eq!(
+            numbers(&moved)?,
+            values.iter().map(|v| f64::from(*v)).collect::<Vec<_>>()
+        );
+    }
     Ok(())
 }
