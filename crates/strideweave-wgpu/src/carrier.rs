@@ -265,7 +265,7 @@ impl Gpu {
         let definition = CarrierDefinition::new(storage::storage(Arc::clone(&device)))
             .with_kernels(KernelProvider::new(
                 interface.clone(),
-                kernels::patterns()?,
+                kernels::patterns(device.computes_f64())?,
             )?)?
             .with_transfers(vec![
                 download_route(

@@ -82,6 +82,7 @@ pub struct GpuDevice {
     queue: wgpu::Queue,
     adapter: AdapterSummary,
     limits: wgpu::Limits,
+    float64: bool,
     lost: Arc<Mutex<Option<String>>>,
     uncaptured: Arc<Mutex<Vec<String>>>,
     pipelines: Mutex<PipelineCache>,
@@ -99,7 +100,8 @@ impl fmt::Debug for GpuDevice {
 
 impl GpuDevice {
     /// Opens the first adapter wgpu finds on this machine (Vulkan, Metal or DX12; high
-    /// performance preferred; no surface needed) with that adapter's own limits.
+    /// performance preferred; no surface needed) with that adapter's own limits, and with
+    /// binary64 shader arithmetic when the adapter offers it.
     ///
     /// # Errors
     /// NotImplemented when no adapter exists (no GPU and no software driver such as Mesa's
@@ -122,9 +124,15 @@ impl GpuDevice {
         })?;
         let info = adapter.get_info();
         let limits = adapter.limits();
+        let float64 = adapter.features().contains(wgpu::Features::SHADER_F64);
+        let features = if float64 {
+            wgpu::Features::SHADER_F64
+        } else {
+            wgpu::Features::empty()
+        };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("strideweave-wgpu"),
-            required_features: wgpu::Features::empty(),
+            required_features: features,
             required_limits: limits.clone(),
             ..Default::default()
         }))
@@ -156,6 +164,7 @@ impl GpuDevice {
                     .to_string(),
             },
             limits,
+            float64,
             lost,
             uncaptured,
             pipelines: Mutex::new(PipelineCache::default()),
@@ -184,6 +193,12 @@ impl GpuDevice {
     /// The device limits (the adapter's own, as requested).
     pub fn limits(&self) -> &wgpu::Limits {
         &self.limits
+    }
+
+    /// Whether shaders on this device compute in binary64 (wgpu's `SHADER_F64`, requested
+    /// when the adapter has it): what the Float32 plans accumulating in Float64 need.
+    pub fn computes_f64(&self) -> bool {
+        self.float64
     }
 
     /// The wgpu device, for kernel packs that encode their own work.

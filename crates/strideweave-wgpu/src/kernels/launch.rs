@@ -9,22 +9,43 @@ use strideweave::carriers::extension::{
 use strideweave::operation::ResultSpec;
 use strideweave::{Error, Result, Tensor, Value};
 
-use super::wgsl::{self, Scalar, PARAMS_BYTES};
+use super::wgsl::{self, Scalar, Windows, PARAMS_BYTES};
 use crate::carrier::GpuInterface;
 use crate::completion::GpuCompletion;
 use crate::device::{FaultPoint, GpuDevice};
 use crate::storage::{SLOT_BYTES, STORAGE_USAGE};
 
+/// The WGSL of a specialization for the bindings its buffers take.
+type Shader = Box<dyn Fn(&Windows) -> String + Send + Sync>;
+
 /// One dispatch being specialized: the operand tensors in binding order, the `Params`
-/// words, and the shader with its key.
+/// words, and the shader with its key (completed by the windows of the buffers bound).
 pub(crate) struct Launch {
     name: &'static str,
     spec: ResultSpec,
     scalar: Scalar,
     operands: Vec<Tensor>,
     params: [u32; PARAMS_BYTES / 4],
-    shader: Option<(String, String)>,
-    overflow_checked: bool,
+    shader: Option<(String, Shader)>,
+    checked: Checked,
+}
+
+/// How a checked dispatch reports leaving the Int32 range through its overflow word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Checked {
+    /// Not checked: no overflow word is bound.
+    No,
+    /// Elementwise: the word is nonzero when some element left the range.
+    Elements,
+    /// A sum over mode 1: the word is `0xffffffff - i` for the smallest overflowing result
+    /// ordinal `i`.
+    Sum,
+    /// A product of `rows` result rows: the word names the smallest overflowing result
+    /// ordinal like [`Checked::Sum`].
+    Product {
+        /// N, the result's row count.
+        rows: usize,
+    },
 }
 
 impl Launch {
@@ -36,7 +57,7 @@ impl Launch {
             operands: Vec::new(),
             params: [0; PARAMS_BYTES / 4],
             shader: None,
-            overflow_checked: false,
+            checked: Checked::No,
         }
     }
 
@@ -82,14 +103,20 @@ impl Launch {
         self.params[3] = bits;
     }
 
-    /// Makes the dispatch bind an overflow flag after the parameters and fail with an
-    /// Overflow error, publishing nothing, when the shader raised it.
-    pub(crate) fn set_overflow_checked(&mut self, checked: bool) {
-        self.overflow_checked = checked;
+    /// Makes the dispatch bind an overflow word after the parameters (unless `checked` is
+    /// [`Checked::No`]) and fail with an Overflow error, publishing nothing, when the shader
+    /// set it.
+    pub(crate) fn set_checked(&mut self, checked: Checked) {
+        self.checked = checked;
     }
 
-    pub(crate) fn set_shader(&mut self, key: String, source: String) {
-        self.shader = Some((key, source));
+    /// Sets the specialization key (before the windows' part) and the shader's generator.
+    pub(crate) fn set_shader(
+        &mut self,
+        key: String,
+        shader: impl Fn(&Windows) -> String + Send + Sync + 'static,
+    ) {
+        self.shader = Some((key, Box::new(shader)));
     }
 
     fn index(&self, value: usize) -> Result<u32> {
@@ -102,8 +129,39 @@ impl Launch {
     }
 }
 
-/// Prepares `work` on the class's interface: checks the binding limits, compiles (or reuses)
-/// the pipeline and reads the operand buffers; submission runs on the returned record.
+/// One bound byte range of a buffer: its start and size (`None`: the rest of the buffer).
+type BoundRange = (u64, Option<wgpu::BufferSize>);
+
+/// An operand buffer and the ranges it is bound as.
+type Bound = (wgpu::Buffer, Vec<BoundRange>);
+
+/// The byte ranges a buffer of `bytes` bytes is bound as: the whole buffer when it fits one
+/// binding of `window` bytes, consecutive windows of `window` bytes (the last shorter)
+/// otherwise.
+fn ranges(bytes: u64, window: u64) -> Vec<BoundRange> {
+    if bytes <= window {
+        return vec![(0, None)];
+    }
+    (0..bytes.div_ceil(window))
+        .map(|w| {
+            let start = w * window;
+            (start, wgpu::BufferSize::new(window.min(bytes - start)))
+        })
+        .collect()
+}
+
+/// The bytes of one window: the largest multiple of the storage offset alignment within the
+/// device's storage binding limit.
+fn window_bytes(limits: &wgpu::Limits) -> u64 {
+    let limit = limits.max_storage_buffer_binding_size;
+    let alignment = u64::from(limits.min_storage_buffer_offset_alignment).max(SLOT_BYTES);
+    (limit / alignment * alignment).max(alignment)
+}
+
+/// Prepares `work` on the class's interface: reads the operand buffers, splits every buffer
+/// beyond the device's storage binding limit into windows (declining when the bindings
+/// exceed the device's storage buffers per stage), compiles (or reuses) the pipeline of the
+/// specialization; submission runs on the returned record.
 pub(crate) fn launch(work: Launch, handle: InterfaceHandle) -> Result<Preparation> {
     let interface = handle.downcast_ref::<GpuInterface>().ok_or_else(|| {
         Error::Type(format!(
@@ -112,24 +170,29 @@ pub(crate) fn launch(work: Launch, handle: InterfaceHandle) -> Result<Preparatio
         ))
     })?;
     let device = Arc::clone(interface.device());
-    let limit = device.limits().max_storage_buffer_binding_size;
+    let window = window_bytes(device.limits());
     let result_slots = work.spec.layout().cosize();
+    let result_bytes = device.buffer_size("a kernel result", result_slots as u64 * SLOT_BYTES)?;
     let mut buffers = Vec::with_capacity(work.operands.len());
     for tensor in &work.operands {
         let buffer = interface.buffer_of(tensor)?;
-        if buffer.size() > limit {
-            return Ok(Preparation::Unsupported(Unsupported::new(format!(
-                "an operand buffer of {} bytes exceeds the device's storage binding limit of \
-                 {limit} bytes",
-                buffer.size()
-            ))?));
-        }
-        buffers.push(buffer);
+        let bound = ranges(buffer.size(), window);
+        buffers.push((buffer, bound));
     }
-    if result_slots as u64 * SLOT_BYTES > limit {
+    let result = ranges(result_bytes, window);
+    let windows = Windows {
+        inputs: buffers.iter().map(|(_, r)| r.len() as u32).collect(),
+        result: result.len() as u32,
+        slots: u32::try_from(window / SLOT_BYTES).unwrap_or(u32::MAX),
+    };
+    let checked = work.checked != Checked::No;
+    let available = device.limits().max_storage_buffers_per_shader_stage;
+    if windows.storage_bindings(checked) > available {
         return Ok(Preparation::Unsupported(Unsupported::new(format!(
-            "a result of {result_slots} slots exceeds the device's storage binding limit of \
-             {limit} bytes"
+            "'{}' would bind {} storage buffers (windows of {window} bytes), more than the \
+             device's {available} per shader stage",
+            work.name,
+            windows.storage_bindings(checked)
         ))?));
     }
     let Some(grid) = wgsl::grid(work.params[0] as usize) else {
@@ -138,13 +201,14 @@ pub(crate) fn launch(work: Launch, handle: InterfaceHandle) -> Result<Preparatio
             work.params[0]
         ))?));
     };
-    let (key, source) = work
+    let (key, shader) = work
         .shader
-        .clone()
+        .as_ref()
         .ok_or_else(|| Error::Runtime(format!("the Gpu '{}' kernel has no shader", work.name)))?;
-    let pipeline = device.pipeline(&key, &source)?;
+    let key = format!("{key}{}", windows.key());
+    let pipeline = device.pipeline(&key, &shader(&windows))?;
     let prepared = PreparedKernel::new(handle.clone(), move || {
-        submit(&handle, &device, &pipeline, &buffers, &work, grid)
+        submit(&handle, &device, &pipeline, &buffers, &result, &work, grid)
     });
     Ok(Preparation::Kernel(prepared))
 }
@@ -155,7 +219,8 @@ fn submit(
     handle: &InterfaceHandle,
     device: &Arc<GpuDevice>,
     pipeline: &wgpu::ComputePipeline,
-    buffers: &[wgpu::Buffer],
+    buffers: &[Bound],
+    result_ranges: &[BoundRange],
     work: &Launch,
     (x, y): (u32, u32),
 ) -> Result<Submitted<ProviderResult>> {
@@ -192,7 +257,7 @@ fn submit(
             });
             params.unmap();
             written?;
-            let flags = work.overflow_checked.then(|| {
+            let flags = (work.checked != Checked::No).then(|| {
                 let buffer = |label, usage| {
                     d.create_buffer(&wgpu::BufferDescriptor {
                         label: Some(label),
@@ -212,25 +277,30 @@ fn submit(
                     ),
                 )
             });
-            let mut entries: Vec<wgpu::BindGroupEntry> = buffers
+            let mut entries: Vec<wgpu::BindGroupEntry> = Vec::new();
+            let bound = buffers
                 .iter()
-                .enumerate()
-                .map(|(k, buffer)| wgpu::BindGroupEntry {
-                    binding: k as u32,
-                    resource: buffer.as_entire_binding(),
-                })
-                .collect();
+                .map(|(buffer, ranges)| (buffer, ranges.as_slice()))
+                .chain([(&result, result_ranges)]);
+            for (buffer, ranges) in bound {
+                for &(offset, size) in ranges {
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: entries.len() as u32,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer,
+                            offset,
+                            size,
+                        }),
+                    });
+                }
+            }
             entries.push(wgpu::BindGroupEntry {
-                binding: buffers.len() as u32,
-                resource: result.as_entire_binding(),
-            });
-            entries.push(wgpu::BindGroupEntry {
-                binding: buffers.len() as u32 + 1,
+                binding: entries.len() as u32,
                 resource: params.as_entire_binding(),
             });
             if let Some((flag, _)) = &flags {
                 entries.push(wgpu::BindGroupEntry {
-                    binding: buffers.len() as u32 + 2,
+                    binding: entries.len() as u32,
                     resource: flag.as_entire_binding(),
                 });
             }
@@ -276,6 +346,7 @@ fn submit(
     let handle = handle.clone();
     let spec = work.spec.clone();
     let name = work.name;
+    let checked = work.checked;
     Ok(Submitted::pending(GpuCompletion::new(
         Arc::clone(device),
         index,
@@ -286,7 +357,7 @@ fn submit(
                 .downcast_ref::<GpuInterface>()
                 .ok_or_else(|| Error::Type("the Gpu kernels need a GpuInterface".to_string()))?;
             if let Some(readback) = readback {
-                overflow_check(&readback, name, interface.device())?;
+                overflow_check(&readback, name, checked, interface.device())?;
             }
             let carrier = interface.result_carrier(result, slots, spec.dtype())?;
             ProviderResult::new([spec.tensor(carrier)?])
@@ -294,9 +365,16 @@ fn submit(
     )))
 }
 
-/// The Overflow error of a checked kernel whose flag (copied into the mapped `readback`) was
-/// raised; the readback buffer is released either way.
-fn overflow_check(readback: &wgpu::Buffer, name: &str, device: &GpuDevice) -> Result<()> {
+/// The Overflow error of a checked kernel whose overflow word (copied into the mapped
+/// `readback`) was set, naming the operation as the CPU kernels do ("'add' overflows Int32:
+/// …") and, for sums and products, the first result that left the range; the readback
+/// buffer is released either way.
+fn overflow_check(
+    readback: &wgpu::Buffer,
+    name: &str,
+    checked: Checked,
+    device: &GpuDevice,
+) -> Result<()> {
     let word = readback
         .slice(..)
         .get_mapped_range()
@@ -311,10 +389,25 @@ fn overflow_check(readback: &wgpu::Buffer, name: &str, device: &GpuDevice) -> Re
         readback.unmap();
     }
     readback.destroy();
-    if word? != 0 {
-        return Err(Error::Overflow(format!(
-            "'{name}' overflows Int32: an element of the Gpu result leaves the Int32 range"
-        )));
+    let word = word?;
+    if word == 0 {
+        return Ok(());
     }
-    Ok(())
+    let ordinal = (u32::MAX - word) as usize;
+    let detail = match checked {
+        Checked::Sum => {
+            format!("the sum over mode 1 at result ordinal {ordinal} leaves the Int32 range")
+        }
+        Checked::Product { rows } => format!(
+            "out({}, {}) leaves the Int32 range",
+            ordinal % rows.max(1),
+            ordinal / rows.max(1)
+        ),
+        Checked::No | Checked::Elements => {
+            "an element of the Gpu result leaves the Int32 range".to_string()
+        }
+    };
+    Err(Error::Overflow(format!(
+        "'{name}' overflows Int32: {detail}"
+    )))
 }

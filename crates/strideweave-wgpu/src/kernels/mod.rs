@@ -27,8 +27,8 @@ use strideweave::operation::{
 };
 use strideweave::{DType, Error, Layout, Result, Value};
 
-use launch::{launch, Launch};
-use wgsl::{Access, Input, Scalar};
+use launch::{launch, Checked, Launch};
+use wgsl::{Access, Accumulator, Input, Scalar};
 
 /// What a built-in computes on the Gpu.
 #[derive(Debug, Clone, Copy)]
@@ -113,11 +113,13 @@ const ELEMENTWISE: &[(&str, usize, &str, Option<IntKernel>)] = &[
     ("minimum", 2, "fmin(a, b)", exact("min(a, b)")),
 ];
 
-/// Every kernel pattern of the Gpu class, compact before strided for each built-in.
-pub(crate) fn patterns() -> Result<Vec<KernelPattern>> {
+/// Every kernel pattern of the Gpu class, compact before strided for each built-in; with
+/// `float64` (the device computes in binary64) `reduce_sum` and `matmul` also take the
+/// Float32 plans accumulating in Float64.
+pub(crate) fn patterns(float64: bool) -> Result<Vec<KernelPattern>> {
     let mut patterns = Vec::new();
     for &(name, arity, float, int) in ELEMENTWISE {
-        let mut plans = operand_plans(name, arity, DType::FLOAT32, true, false)?;
+        let mut plans = operand_plans(name, arity, DType::FLOAT32, true, false, None)?;
         if let Some(kernel) = int {
             plans.extend(operand_plans(
                 name,
@@ -125,32 +127,62 @@ pub(crate) fn patterns() -> Result<Vec<KernelPattern>> {
                 DType::INT32,
                 true,
                 kernel.overflow.is_some(),
+                None,
             )?);
         }
         add_pair(&mut patterns, name, plans, Kind::Elementwise(float), int)?;
     }
-    for (name, maximum) in [("reduce_sum", false), ("reduce_max", true)] {
-        let mut plans = operand_plans(name, 1, DType::FLOAT32, false, false)?;
-        if maximum {
-            plans.extend(operand_plans(name, 1, DType::INT32, false, false)?);
+    let accumulating = |name, arity| -> Result<Vec<OperationCapability>> {
+        let mut plans = operand_plans(name, arity, DType::FLOAT32, false, false, None)?;
+        plans.extend(operand_plans(name, arity, DType::INT32, false, true, None)?);
+        if float64 {
+            plans.extend(operand_plans(
+                name,
+                arity,
+                DType::FLOAT32,
+                false,
+                false,
+                Some(DType::FLOAT64),
+            )?);
         }
-        add_pair(&mut patterns, name, plans, Kind::Reduce(maximum), None)?;
-    }
-    let plans = operand_plans("matmul", 2, DType::FLOAT32, false, false)?;
+        Ok(plans)
+    };
+    let plans = accumulating("reduce_sum", 1)?;
+    add_pair(
+        &mut patterns,
+        "reduce_sum",
+        plans,
+        Kind::Reduce(false),
+        None,
+    )?;
+    let mut plans = operand_plans("reduce_max", 1, DType::FLOAT32, false, false, None)?;
+    plans.extend(operand_plans(
+        "reduce_max",
+        1,
+        DType::INT32,
+        false,
+        false,
+        None,
+    )?);
+    add_pair(&mut patterns, "reduce_max", plans, Kind::Reduce(true), None)?;
+    let plans = accumulating("matmul", 2)?;
     add_pair(&mut patterns, "matmul", plans, Kind::Matmul, None)?;
     Ok(patterns)
 }
 
 /// The capabilities of `name` on `dtype` tensors (and, with `scalars`, each weak-scalar
-/// form of a binary operation, the scalar of the tensors' kind) whose arithmetic the shaders
-/// compute exactly as the plan says: binary32, Int32 that cannot overflow, or (with
-/// `overflow_checked`) checked Int32; Float32 accumulation only.
+/// form of a binary operation, the scalar of the tensors' kind), resolved with
+/// `accumulator` as the `accumulator_dtype` option, whose arithmetic the shaders compute
+/// exactly as the plan says: binary32, Int32 that cannot overflow, or (with
+/// `overflow_checked`) checked Int32. A form the operation refuses with that accumulator
+/// (an Int32 plan takes none) is left out.
 fn operand_plans(
     name: &str,
     arity: usize,
     dtype: DType,
     scalars: bool,
     overflow_checked: bool,
+    accumulator: Option<DType>,
 ) -> Result<Vec<OperationCapability>> {
     let tensor = PlanOperand::Tensor(dtype);
     let scalar = PlanOperand::Scalar(if dtype == DType::INT32 {
@@ -166,7 +198,7 @@ fn operand_plans(
     let mut plans = Vec::new();
     for form in forms {
         // Forms the operation does not accept (a scalar where it takes none) are skipped.
-        let Ok(plan) = resolve_operation_plan(name, &form, None) else {
+        let Ok(plan) = resolve_operation_plan(name, &form, accumulator) else {
             continue;
         };
         let exact = match plan.compute() {
@@ -177,8 +209,7 @@ fn operand_plans(
         // scalar) would need a conversion the shaders do not make.
         let same_dtype =
             plan.output() == dtype && plan.operands().iter().all(|o| o.convert_to() == dtype);
-        let accumulation = plan.accumulator_dtype().is_none_or(|d| d == DType::FLOAT32);
-        if exact && accumulation && same_dtype {
+        if exact && same_dtype {
             plans.push(OperationCapability::from_plan(plan));
         }
     }
@@ -318,11 +349,14 @@ fn specialize(
                 inputs.iter().map(input_key).collect::<Vec<_>>().join("|"),
                 result_access.key()
             );
-            work.set_overflow_checked(overflow.is_some());
-            work.set_shader(
-                key,
-                wgsl::elementwise(scalar, expr, overflow, &inputs, &result_access),
-            );
+            work.set_checked(if overflow.is_some() {
+                Checked::Elements
+            } else {
+                Checked::No
+            });
+            work.set_shader(key, move |windows| {
+                wgsl::elementwise(scalar, expr, overflow, &inputs, &result_access, windows)
+            });
         }
         Kind::Reduce(maximum) => {
             let x = invocation.call().tensor(0)?;
@@ -339,18 +373,39 @@ fn specialize(
                 (baked(&rows), baked(&columns))
             };
             work.bind(x)?;
+            if let Some(reason) = beyond_loop_bound(name, m) {
+                return Ok(Err(reason));
+            }
             work.set_counts(n, m, 0)?;
+            let accumulator = if maximum {
+                Accumulator::Native
+            } else {
+                accumulator_of(scalar, invocation)
+            };
+            if accumulator == Accumulator::Wide {
+                work.set_checked(Checked::Sum);
+            }
+            let long = wgsl::is_long(m);
             let key = format!(
-                "reduce|{maximum}|{}|{}|{}|r{}",
+                "reduce|{maximum}|{}|{}{}|{}|{}|r{}",
                 scalar.wgsl(),
+                accumulator.key(),
+                if long { "|long" } else { "" },
                 row_access.key(),
                 column_access.key(),
                 result_access.key()
             );
-            work.set_shader(
-                key,
-                wgsl::reduce(scalar, maximum, &row_access, &column_access, &result_access),
-            );
+            work.set_shader(key, move |windows| {
+                wgsl::reduce(
+                    scalar,
+                    maximum,
+                    accumulator,
+                    &row_access,
+                    &column_access,
+                    &result_access,
+                    (windows, long),
+                )
+            });
         }
         Kind::Matmul => {
             let lhs = invocation.call().tensor(0)?;
@@ -386,10 +441,21 @@ fn specialize(
             };
             work.bind(lhs)?;
             work.bind(rhs)?;
+            if let Some(reason) = beyond_loop_bound(name, k) {
+                return Ok(Err(reason));
+            }
             work.set_counts(n * m, n, k)?;
             work.set_scalar_bits(u32::try_from(m).map_err(|_| too_large(name, m))?);
+            let accumulator = accumulator_of(scalar, invocation);
+            if accumulator == Accumulator::Wide {
+                work.set_checked(Checked::Product { rows: n });
+            }
+            let long = wgsl::is_long(k);
             let key = format!(
-                "matmul|{}|r{}",
+                "matmul|{}|{}{}|{}|r{}",
+                scalar.wgsl(),
+                accumulator.key(),
+                if long { "|long" } else { "" },
                 accesses
                     .iter()
                     .map(Access::key)
@@ -397,11 +463,43 @@ fn specialize(
                     .join("|"),
                 result_access.key()
             );
-            let [a, b, c, d] = &accesses;
-            work.set_shader(key, wgsl::matmul(a, b, c, d, &result_access));
+            work.set_shader(key, move |windows| {
+                wgsl::matmul(
+                    scalar,
+                    accumulator,
+                    &accesses,
+                    &result_access,
+                    (windows, long),
+                )
+            });
         }
     }
     Ok(Ok(work))
+}
+
+/// What the sum or product of `invocation` on `scalar` elements accumulates in: exactly in
+/// 96 bits for Int32 (the plan's exact-integer accumulation), in binary64 when a Float32
+/// plan's accumulator dtype is Float64, in binary32 otherwise.
+fn accumulator_of(scalar: Scalar, invocation: &ResolvedInvocation) -> Accumulator {
+    match scalar {
+        Scalar::I32 => Accumulator::Wide,
+        Scalar::F32 if invocation.plan().accumulator_dtype() == Some(DType::FLOAT64) => {
+            Accumulator::F64
+        }
+        Scalar::F32 => Accumulator::Native,
+    }
+}
+
+/// Why `name` declines a reduced mode of `extent` elements, when its loop cannot cover them
+/// within the iterations some drivers run (see [`wgsl::LONGEST_MODE`]).
+fn beyond_loop_bound(name: &str, extent: usize) -> Option<String> {
+    (extent > wgsl::LONGEST_MODE).then(|| {
+        format!(
+            "'{name}' reduces a mode of {extent} elements; the Gpu kernels reduce at most {} \
+             in one invocation (llvmpipe ends a shader's loops after 65535 iterations)",
+            wgsl::LONGEST_MODE
+        )
+    })
 }
 
 fn input_key(input: &Input) -> String {
