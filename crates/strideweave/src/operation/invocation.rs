@@ -175,7 +175,10 @@ impl ResultSpec {
 
     /// A fresh result of `dtype` with the canonical column-major layout of `shape`.
     pub fn canonical(dtype: DType, shape: Shape) -> ResultSpec {
-        ResultSpec::shared(dtype, super::canonical_layouts::canonical_layout(shape))
+        ResultSpec::shared(
+            dtype,
+            crate::tensor::canonical_layouts::canonical_layout(shape),
+        )
     }
 
     /// Declares that this result is operand `index` itself.

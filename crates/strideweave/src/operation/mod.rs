@@ -5,7 +5,6 @@
 mod authority;
 pub(crate) mod builtin;
 mod call_one;
-mod canonical_layouts;
 mod capability;
 mod capability_registry;
 mod definition;

@@ -105,9 +105,11 @@ impl Tensor {
         }
     }
 
-    /// The compact column-major tensor of `shape` over `carrier` from slot 0.
+    /// The compact column-major tensor of `shape` over `carrier` from slot 0. Its layout is
+    /// shared with other compact tensors and results of an equal shape made on this thread.
     pub fn compact(carrier: Carrier, shape: Shape) -> Result<Tensor> {
-        Tensor::new(carrier, 0, Layout::column_major(shape))
+        let layout = super::canonical_layouts::canonical_layout(shape);
+        Tensor::with_shared_layout(carrier, 0, layout)
     }
 
     /// The carrier holding the slots.

@@ -1,9 +1,10 @@
 //! The canonical result layouts a thread made last, shared rather than rebuilt.
 //!
-//! A built-in whose result does not share an operand's layout (a reduction, a contraction,
-//! a broadcast to a new shape) gets the column-major layout of its result shape. Building one
-//! allocates and walks the shape; a loop or a chain of operations asks for the same few
-//! shapes again and again. Layouts are immutable values, so handing out one shared copy is
+//! A compact tensor, and a built-in's result that does not share an operand's layout (a
+//! reduction, a contraction, a broadcast to a new shape), gets the column-major layout of its
+//! shape. Building one allocates and walks the shape; a loop or a chain of operations asks for
+//! the same few shapes again and again, and operands that share one layout compare equal by
+//! address on the dispatch path. Layouts are immutable values, so handing out one shared copy is
 //! invisible to every reader: equality is by value, and a kernel only reads it.
 
 use std::cell::RefCell;
