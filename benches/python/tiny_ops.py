@@ -2,11 +2,16 @@
 
 Run it against a release build (`maturin develop --release`) with numpy installed:
 `python benches/python/tiny_ops.py`. Each case is timed by `timeit` over many calls, the
-best of several repeats, and printed with its ratio to numpy's same-size operation.
+best of several repeats (of the thread's CPU time), and printed with its ratio to numpy's same-size operation. The
+spread column repeats the pair of measurements in rounds, ours and numpy's back to back,
+and gives the smallest, median and largest ratio of the rounds, so a busy machine shows as
+a wide spread rather than a misleading single ratio.
 """
 
+import statistics
+import time
 import timeit
-from typing import Callable, Dict
+from typing import Callable, Dict, List
 
 import numpy as np
 
@@ -14,8 +19,10 @@ import strideweave as sw
 
 
 def best_ns(run: Callable[[], object], number: int = 20000, repeat: int = 7) -> float:
-    """The best per-call time of `run`, in nanoseconds."""
-    return min(timeit.repeat(run, number=number, repeat=repeat)) / number * 1e9
+    """The best per-call time of `run`, in nanoseconds of this thread's CPU time (so time
+    the thread spends preempted on a busy machine does not count)."""
+    times = timeit.repeat(run, number=number, repeat=repeat, timer=time.thread_time)
+    return min(times) / number * 1e9
 
 
 def main() -> None:
@@ -33,11 +40,18 @@ def main() -> None:
         "2x2 matmul": (lambda: m @ m, lambda: p @ p.T),
         "element read t[2]": (lambda: a[2], lambda: x[2]),
     }
-    print(f"{'case':<20} {'strideweave ns':>15} {'numpy ns':>10} {'ratio':>7}")
+    print(
+        f"{'case':<20} {'strideweave ns':>15} {'numpy ns':>10} {'ratio':>7}"
+        f"  {'spread (min / median / max of 9 rounds)':>40}"
+    )
     for name, (ours, theirs) in cases.items():
         mine = best_ns(ours)
         base = best_ns(theirs)
-        print(f"{name:<20} {mine:>15.0f} {base:>10.0f} {mine / base:>7.2f}")
+        rounds: List[float] = []
+        for _ in range(9):
+            rounds.append(best_ns(ours, 5000, 3) / best_ns(theirs, 5000, 3))
+        spread = f"{min(rounds):.2f} / {statistics.median(rounds):.2f} / {max(rounds):.2f}"
+        print(f"{name:<20} {mine:>15.0f} {base:>10.0f} {mine / base:>7.2f}  {spread:>40}")
 
 
 if __name__ == "__main__":

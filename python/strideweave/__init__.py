@@ -113,6 +113,10 @@ __all__ = [
     "tanh",
 ]
 
+from ._native import BlockDevice as BlockDevice
+from ._native import BlockDeviceCarrier as BlockDeviceCarrier
+from ._native import ResidencyPlan as ResidencyPlan
+from ._native import ResidencyPolicy as ResidencyPolicy
 from ._native import from_numpy as from_numpy
 
-__all__ += ["from_numpy"]
+__all__ += ["BlockDevice", "BlockDeviceCarrier", "ResidencyPlan", "ResidencyPolicy", "from_numpy"]

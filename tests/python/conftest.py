@@ -21,3 +21,28 @@ def matrix() -> sw.Tensor:
 def flat(values: List[List[float]]) -> List[float]:
     """Row-major flattening of a nested list, for comparisons."""
     return [v for row in values for v in row]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--loop-devices",
+        action="store_true",
+        help="run the tests marked loop_device (they need root and losetup; .ci/run passes it)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "loop_device: needs root and losetup: creates Linux loop devices"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    if config.getoption("--loop-devices"):
+        return
+    skip = pytest.mark.skip(
+        reason="needs root and losetup: creates Linux loop devices (run with --loop-devices)"
+    )
+    for item in items:
+        if "loop_device" in item.keywords:
+            item.add_marker(skip)

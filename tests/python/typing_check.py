@@ -19,3 +19,22 @@ def typed_calls() -> None:
         state: sw.TileState = facet.tile_state((0, 0))
         print(state.location)
     print(size, moved.version)
+
+
+class Prefetch(sw.ResidencyPolicy):
+    def plan(self, required: "tuple[tuple[int, ...], ...]", purpose: str) -> sw.ResidencyPlan:
+        return sw.ResidencyPlan(promote=required)
+
+    def primary_capacity(self) -> "int | None":
+        return 2
+
+
+def typed_interop_calls(path: str) -> None:
+    tiled = sw.TiledEvictable(sw.CPU(0), sw.CPU(6), [1, 2], [3, 1], residency_policy=Prefetch())
+    plan: sw.ResidencyPlan = Prefetch().plan(((0, 0),), "operation")
+    tiles: "tuple[tuple[int, ...], ...]" = plan.promote + plan.retain + plan.evict
+    device: sw.BlockDevice = sw.BlockDevice.open(path)
+    carrier: sw.BlockDeviceCarrier = device.allocate(4, dtype=sw.DType.Float32)
+    offset: int = carrier.device_offset_bytes + device.free_bytes
+    t: sw.Tensor = sw.from_numpy(object(), copy=False)
+    print(tiled.class_name, tiles, offset, t.__array__(None, copy=True))

@@ -91,7 +91,7 @@ fn construct<T: PyClass<BaseType = PyCarrier> + Default>(
 }
 
 /// Registers the object just made by a constructor, so the core's carrier maps back to it.
-fn registered<T: PyClass<BaseType = PyCarrier> + Default>(
+pub(crate) fn registered<T: PyClass<BaseType = PyCarrier> + Default>(
     py: Python<'_>,
     carrier: Carrier,
 ) -> PyResult<Py<PyAny>> {
@@ -130,6 +130,9 @@ pub fn wrap(py: Python<'_>, carrier: &Carrier) -> PyResult<Py<PyAny>> {
         "FileBacked" => registered::<PyFileBacked>(py, carrier),
         "Evictable" => registered::<PyEvictable>(py, carrier),
         "TiledEvictable" => registered::<PyTiledEvictable>(py, carrier),
+        "BlockDeviceCarrier" => {
+            registered::<crate::block_device::PyBlockDeviceCarrier>(py, carrier)
+        }
         _ => {
             let object = Py::new(py, PyCarrier::holding(carrier.clone()))?.into_any();
             remember(py, &carrier, object.bind(py))?;
@@ -612,16 +615,15 @@ impl PyTiledEvictable {
         tile_shape: &Bound<'_, PyAny>,
         residency_policy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<Self>> {
-        if residency_policy.is_some() {
-            return Err(PyNotImplementedError::new_err(
-                "TiledEvictable residency_policy: policies written in Python are not supported yet",
-            ));
-        }
+        let policy = residency_policy
+            .filter(|p| !p.is_none())
+            .map(crate::residency::policy_arg)
+            .transpose()?;
         let primary = expect_carrier(primary, "TiledEvictable primary")?;
         let secondary = expect_carrier(secondary, "TiledEvictable secondary")?;
         let grid = to_indices(grid_shape, "TiledEvictable grid_shape")?;
         let tile = to_indices(tile_shape, "TiledEvictable tile_shape")?;
-        let carrier = TiledEvictable::carrier(&primary, &secondary, &grid, &tile, None).py()?;
+        let carrier = TiledEvictable::carrier(&primary, &secondary, &grid, &tile, policy).py()?;
         Ok(construct::<PyTiledEvictable>(carrier))
     }
 
@@ -815,6 +817,7 @@ pub fn is_native_class(py: Python<'_>, class: &Bound<'_, PyType>) -> bool {
         py.get_type::<PyFileBacked>(),
         py.get_type::<PyEvictable>(),
         py.get_type::<PyTiledEvictable>(),
+        py.get_type::<crate::block_device::PyBlockDeviceCarrier>(),
     ]
     .iter()
     .any(|native| class.is(native))

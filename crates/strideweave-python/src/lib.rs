@@ -4,6 +4,7 @@
 
 mod authoring;
 mod autograd;
+mod block_device;
 mod callback_error;
 mod carrier;
 mod convert;
@@ -12,7 +13,9 @@ mod errors;
 mod layout;
 mod movement;
 mod numpy_interop;
+mod residency;
 mod tensor;
+mod tiny;
 
 use pyo3::prelude::*;
 
@@ -88,5 +91,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
     m.add_class::<numpy_interop::PyArrayView>()?;
     m.add_function(wrap_pyfunction!(numpy_interop::from_numpy, m)?)?;
+
+    m.add_class::<residency::PyResidencyPlan>()?;
+    m.add_class::<residency::PyResidencyPolicy>()?;
+    m.add_class::<block_device::PyBlockDevice>()?;
+    m.add_class::<block_device::PyBlockDeviceCarrier>()?;
     Ok(())
 }

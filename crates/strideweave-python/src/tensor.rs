@@ -49,6 +49,15 @@ fn operand(object: &Bound<'_, PyAny>) -> Option<Operand> {
     to_value(object, "operand").ok().map(Operand::Scalar)
 }
 
+/// Whether `operand` lets a call keep the GIL: a scalar, or a tensor [`crate::tiny::inline`]
+/// accepts.
+fn operand_inline(operand: &Operand) -> bool {
+    match operand {
+        Operand::Tensor(tensor) => crate::tiny::inline(&[tensor]),
+        _ => true,
+    }
+}
+
 /// An operand argument of an operation function, or a Type error naming `what`.
 fn expect_operand(object: &Bound<'_, PyAny>, what: &str) -> PyResult<Operand> {
     operand(object).ok_or_else(|| {
@@ -159,7 +168,7 @@ macro_rules! unary_functions {
         #[pyfunction]
         pub fn $name(py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
             let x = expect_tensor(x, stringify!($name))?;
-            py.detach(|| ops::$name(&x)).py().map(wrap)
+            crate::tiny::run(py, crate::tiny::inline(&[&x]), || ops::$name(&x)).py().map(wrap)
         }
     )*};
 }
@@ -171,7 +180,8 @@ macro_rules! binary_functions {
         pub fn $name(py: Python<'_>, lhs: &Bound<'_, PyAny>, rhs: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
             let lhs = expect_tensor(lhs, concat!(stringify!($name), " lhs"))?;
             let rhs = expect_tensor(rhs, concat!(stringify!($name), " rhs"))?;
-            py.detach(|| ops::$name(&lhs, &rhs)).py().map(wrap)
+            let keep = crate::tiny::inline(&[&lhs, &rhs]);
+            crate::tiny::run(py, keep, || ops::$name(&lhs, &rhs)).py().map(wrap)
         }
     )*};
 }
@@ -377,8 +387,9 @@ impl PyTensor {
         let Ok(other) = other.cast::<PyTensor>() else {
             return Ok(py.NotImplemented());
         };
-        let rhs = other.get().inner.clone();
-        let result = py.detach(|| run(&self.inner, &rhs)).py()?;
+        let rhs = &other.get().inner;
+        let keep = crate::tiny::inline(&[&self.inner, rhs]);
+        let result = crate::tiny::run(py, keep, || run(&self.inner, rhs)).py()?;
         Ok(Py::new(py, wrap(result))?.into_any())
     }
 }
@@ -463,7 +474,9 @@ impl PyTensor {
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         match parse_key(&self.inner, key)? {
             Key::Element(coordinate) => {
-                let value = py.detach(|| self.inner.get(&coordinate)).py()?;
+                // One slot read: CPU reads never wait on a thread that needs the GIL.
+                let keep = crate::tiny::inline(&[&self.inner]);
+                let value = crate::tiny::run(py, keep, || self.inner.get(&coordinate)).py()?;
                 from_value(py, value)
             }
             Key::View(keys) => Ok(Py::new(py, wrap(self.inner.slice(&keys).py()?))?.into_any()),
@@ -608,8 +621,9 @@ impl PyTensor {
         let Some(rhs) = operand(other) else {
             return Ok(py.NotImplemented());
         };
+        let keep = crate::tiny::inline(&[&self.inner]) && operand_inline(&rhs);
         let lhs = self.inner.clone();
-        let result = py.detach(|| ops::mul(lhs, rhs)).py()?;
+        let result = crate::tiny::run(py, keep, || ops::mul(lhs, rhs)).py()?;
         Ok(Py::new(py, wrap(result))?.into_any())
     }
 
@@ -617,8 +631,9 @@ impl PyTensor {
         let Some(lhs) = operand(other) else {
             return Ok(py.NotImplemented());
         };
+        let keep = crate::tiny::inline(&[&self.inner]) && operand_inline(&lhs);
         let rhs = self.inner.clone();
-        let result = py.detach(|| ops::mul(lhs, rhs)).py()?;
+        let result = crate::tiny::run(py, keep, || ops::mul(lhs, rhs)).py()?;
         Ok(Py::new(py, wrap(result))?.into_any())
     }
 
@@ -626,16 +641,23 @@ impl PyTensor {
         let Some(rhs) = operand(other) else {
             return Ok(py.NotImplemented());
         };
-        let result = py.detach(|| ops::div(&self.inner, rhs)).py()?;
+        let keep = crate::tiny::inline(&[&self.inner]) && operand_inline(&rhs);
+        let result = crate::tiny::run(py, keep, || ops::div(&self.inner, rhs)).py()?;
         Ok(Py::new(py, wrap(result))?.into_any())
     }
 
     fn __neg__(&self, py: Python<'_>) -> PyResult<Self> {
-        py.detach(|| ops::neg(&self.inner)).py().map(wrap)
+        let keep = crate::tiny::inline(&[&self.inner]);
+        crate::tiny::run(py, keep, || ops::neg(&self.inner))
+            .py()
+            .map(wrap)
     }
 
     fn __abs__(&self, py: Python<'_>) -> PyResult<Self> {
-        py.detach(|| ops::abs(&self.inner)).py().map(wrap)
+        let keep = crate::tiny::inline(&[&self.inner]);
+        crate::tiny::run(py, keep, || ops::abs(&self.inner))
+            .py()
+            .map(wrap)
     }
 
     fn __repr__(&self) -> String {

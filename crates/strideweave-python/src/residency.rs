@@ -1,0 +1,222 @@
+//! Residency policies written in Python: `ResidencyPolicy` (subclassed, its `plan` called by
+//! TiledEvictable) and the `ResidencyPlan` record it returns.
+//!
+//! A `TiledEvictable(..., residency_policy=policy)` keeps the Python object; every plan the
+//! core asks of the policy calls `policy.plan(required, purpose)` with the GIL taken back. An
+//! exception raised there is parked (callback_error) and raised again, as the same object,
+//! when the failing call leaves the core, which has published nothing.
+
+use std::fmt;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyInt, PyTuple};
+use strideweave::carriers::{ResidencyPlan, ResidencyPolicy, ResidencyPurpose, TileSet};
+use strideweave::Error;
+
+use crate::callback_error::park;
+use crate::convert::{to_indices, type_name};
+use crate::errors::IntoPyResult;
+
+/// Tile coordinates from a Python iterable of int sequences; `what` names the field.
+fn tiles_arg(tiles: &Bound<'_, PyAny>, what: &str) -> PyResult<TileSet> {
+    let iterator = tiles.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be an iterable of tile coordinates, got {}",
+            type_name(tiles)
+        ))
+    })?;
+    let coordinates = iterator
+        .map(|item| to_indices(&item?, what))
+        .collect::<PyResult<Vec<_>>>()?;
+    TileSet::new(coordinates).py()
+}
+
+/// A tile set as a sorted tuple of coordinate tuples.
+fn tiles_out<'py>(py: Python<'py>, tiles: &TileSet) -> PyResult<Bound<'py, PyTuple>> {
+    let items = tiles
+        .coordinates()
+        .iter()
+        .map(|coordinate| PyTuple::new(py, coordinate))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyTuple::new(py, items)
+}
+
+fn purpose_name(purpose: ResidencyPurpose) -> &'static str {
+    match purpose {
+        ResidencyPurpose::Read => "read",
+        ResidencyPurpose::Write => "write",
+        ResidencyPurpose::Operation => "operation",
+        ResidencyPurpose::Backward => "backward",
+        _ => "other",
+    }
+}
+
+/// The seed's `ResidencyPlan(promote, retain, evict)`: three disjoint tile sets, immutable.
+#[pyclass(name = "ResidencyPlan", module = "strideweave", frozen, eq)]
+#[derive(PartialEq)]
+pub struct PyResidencyPlan {
+    inner: ResidencyPlan,
+}
+
+#[pymethods]
+impl PyResidencyPlan {
+    #[new]
+    #[pyo3(signature = (promote=None, retain=None, evict=None))]
+    fn py_new(
+        promote: Option<&Bound<'_, PyAny>>,
+        retain: Option<&Bound<'_, PyAny>>,
+        evict: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let set = |tiles: Option<&Bound<'_, PyAny>>, what: &str| match tiles {
+            None => Ok(TileSet::empty()),
+            Some(tiles) => tiles_arg(tiles, what),
+        };
+        let plan = ResidencyPlan::new(
+            set(promote, "ResidencyPlan promote")?,
+            set(retain, "ResidencyPlan retain")?,
+            set(evict, "ResidencyPlan evict")?,
+        )
+        .py()?;
+        Ok(PyResidencyPlan { inner: plan })
+    }
+
+    /// The tiles to promote to the primary tier, sorted.
+    #[getter]
+    fn promote<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tiles_out(py, self.inner.promote())
+    }
+
+    /// The tiles to keep on the primary tier, sorted.
+    #[getter]
+    fn retain<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tiles_out(py, self.inner.retain())
+    }
+
+    /// The tiles to evict to the secondary tier, sorted.
+    #[getter]
+    fn evict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tiles_out(py, self.inner.evict())
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "ResidencyPlan(promote={}, retain={}, evict={})",
+            self.promote(py)?.repr()?,
+            self.retain(py)?.repr()?,
+            self.evict(py)?.repr()?
+        ))
+    }
+}
+
+/// The base of residency policies written in Python. A subclass overrides
+/// `plan(required, purpose)` — `required` a sorted tuple of tile coordinates, `purpose` one
+/// of `"read"`, `"write"`, `"operation"`, `"backward"` — returning a `ResidencyPlan`, and may
+/// override `primary_capacity()` (an int, or `None` for unbounded; read once, when the
+/// carrier is built). The base suggests nothing and bounds nothing. A plan only optimizes:
+/// the framework corrects it so the required tiles are where the work needs them.
+#[pyclass(name = "ResidencyPolicy", module = "strideweave", subclass, frozen)]
+pub struct PyResidencyPolicy;
+
+#[pymethods]
+impl PyResidencyPolicy {
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn py_new(
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> Self {
+        PyResidencyPolicy
+    }
+
+    /// The plan for making `required` resident for `purpose`: the base plans nothing.
+    fn plan(
+        &self,
+        _required: &Bound<'_, PyAny>,
+        _purpose: &Bound<'_, PyAny>,
+    ) -> PyResult<PyResidencyPlan> {
+        Ok(PyResidencyPlan {
+            inner: ResidencyPlan::new(TileSet::empty(), TileSet::empty(), TileSet::empty()).py()?,
+        })
+    }
+
+    /// The most tiles the primary tier should hold: `None` (unbounded) in the base.
+    fn primary_capacity(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// The core policy that calls a Python `ResidencyPolicy` object.
+struct PythonPolicy {
+    object: Py<PyAny>,
+    capacity: Option<usize>,
+}
+
+impl fmt::Debug for PythonPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PythonPolicy")
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResidencyPolicy for PythonPolicy {
+    fn plan(
+        &self,
+        required: &TileSet,
+        purpose: ResidencyPurpose,
+    ) -> strideweave::Result<ResidencyPlan> {
+        const CALLBACK: &str = "ResidencyPolicy plan";
+        Python::attach(|py| {
+            let tiles = tiles_out(py, required).map_err(|e| park(py, CALLBACK, e))?;
+            let answer = self
+                .object
+                .bind(py)
+                .call_method1("plan", (tiles, purpose_name(purpose)))
+                .map_err(|e| park(py, CALLBACK, e))?;
+            answer
+                .cast::<PyResidencyPlan>()
+                .map(|plan| plan.get().inner.clone())
+                .map_err(|_| {
+                    Error::Type(format!(
+                        "ResidencyPolicy plan must return a ResidencyPlan, got {}",
+                        type_name(&answer)
+                    ))
+                })
+        })
+    }
+
+    fn primary_capacity(&self) -> Option<usize> {
+        self.capacity
+    }
+}
+
+/// The core policy of a `residency_policy` argument: a `ResidencyPolicy` instance.
+pub fn policy_arg(policy: &Bound<'_, PyAny>) -> PyResult<std::sync::Arc<dyn ResidencyPolicy>> {
+    if policy.cast::<PyResidencyPolicy>().is_err() {
+        return Err(PyTypeError::new_err(format!(
+            "TiledEvictable residency_policy must be a ResidencyPolicy, got {}",
+            type_name(policy)
+        )));
+    }
+    let capacity = policy.call_method0("primary_capacity")?;
+    let capacity = if capacity.is_none() {
+        None
+    } else if capacity.is_instance_of::<PyBool>() || !capacity.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "ResidencyPolicy primary_capacity must return an int or None, got {}",
+            type_name(&capacity)
+        )));
+    } else {
+        Some(capacity.extract::<usize>().map_err(|_| {
+            PyValueError::new_err(format!(
+                "ResidencyPolicy primary_capacity must be non-negative, got {}",
+                capacity
+            ))
+        })?)
+    };
+    Ok(std::sync::Arc::new(PythonPolicy {
+        object: policy.clone().unbind(),
+        capacity,
+    }))
+}

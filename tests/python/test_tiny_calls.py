@@ -1,0 +1,43 @@
+"""Tiny operations on CPU tensors keep the GIL (releasing it costs more than they do);
+larger ones, and those on other carriers, release it. Results are the same either way."""
+
+from typing import Callable
+
+import pytest
+
+import strideweave as sw
+from test_threads import no_preemption, spin_while  # noqa: F401  (the fixture is used by name)
+
+
+def repeat(run: Callable[[], object], times: int) -> Callable[[], None]:
+    def loop() -> None:
+        for _ in range(times):
+            run()
+
+    return loop
+
+
+def test_tiny_cpu_operations_keep_the_gil(no_preemption: None) -> None:  # noqa: F811
+    a = sw.Tensor.compact(sw.CPU.from_values([1.0] * 64), (64,))
+    during = spin_while(repeat(lambda: (a + a, a * 2.0, -a, a[3]), 3000))
+    assert during == 0
+    assert (a + a).to_list() == [2.0] * 64
+
+
+def test_larger_and_non_cpu_operations_release_it(no_preemption: None) -> None:  # noqa: F811
+    # Another thread gets the GIL only while a call has released it for a while: these
+    # calls take long enough for the counting thread to wake up inside one.
+    b = sw.Tensor.compact(sw.CPU(300 * 300), (300, 300))
+    assert spin_while(repeat(lambda: b @ b, 2)) > 0
+    g = sw.Tensor.compact(sw.Generic([1.0] * 20000, dtype=sw.DType.Float32), (20000,))
+    assert spin_while(repeat(lambda: g + g, 20)) > 0
+    assert (g + g)[7] == 2.0
+
+
+def test_tiny_errors_are_unchanged() -> None:
+    a = sw.Tensor.compact(sw.CPU.from_values([1.0, 2.0]), (2,))
+    b = sw.Tensor.compact(sw.CPU.from_values([1.0, 2.0, 3.0]), (3,))
+    with pytest.raises(ValueError, match="'add' cannot broadcast Shape 2 with Shape 3: extents 2 and 3"):
+        a + b
+    with pytest.raises(ValueError, match=r"coordinate 5 is out of range \[0, 2\) for the whole of Shape 2"):
+        a[5]
