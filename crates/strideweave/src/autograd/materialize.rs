@@ -23,17 +23,20 @@ pub(crate) fn materialize(target: &Tensor, grad: &Tensor) -> Result<Tensor> {
     let canonical = Layout::column_major(target.shape().clone());
     let same_class = grad.carrier().class() == target.carrier().class();
     if layout.is_injective() {
-        if *layout == canonical && same_class {
-            // A fresh gradient a dependent class built for this engine (a streamed tiled
-            // backward's) is kept as it is: copying it would stream it once more.
+        if same_class && grad.layout() == layout && grad.offset() == target.offset() {
+            // A fresh gradient a dependent class built for this engine, laid out like its
+            // target (a streamed tiled backward's), is kept as it is: copying it would
+            // stream it once more.
             let adopted = grad
                 .carrier()
                 .composite_provider()
                 .and_then(|composite| composite.autograd())
                 .is_some_and(|hooks| hooks.adopt_gradient(grad));
-            if adopted && target.offset() == 0 && grad.offset() == 0 {
+            if adopted {
                 return Ok(grad.clone());
             }
+        }
+        if *layout == canonical && same_class {
             // A multiplication by one is an exact copy into fresh canonical storage, on any
             // class that executes it.
             match ops::mul(grad, 1.0) {
@@ -82,9 +85,21 @@ fn rebuild(target: &Tensor, layout: Layout, values: Vec<(usize, Value)>) -> Resu
     Tensor::new(carrier, 0, layout)
 }
 
-/// `a + b` for two gradients of one shape: the `add` operation where the class executes it,
-/// otherwise value by value into fresh canonical storage of `a`'s class.
+/// `a + b` for two gradients of one shape: the dependent class's own sum when it has one
+/// (`CompositeAutograd::add_gradients`), else the `add` operation where the class executes
+/// it, otherwise value by value into fresh canonical storage of `a`'s class.
 pub(crate) fn add_gradients(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if a.carrier().class() == b.carrier().class() {
+        // A dependent class may sum its own gradients (TiledEvictable streams them).
+        let summed = a
+            .carrier()
+            .composite_provider()
+            .and_then(|composite| composite.autograd())
+            .and_then(|hooks| hooks.add_gradients(a, b));
+        if let Some(summed) = summed {
+            return summed;
+        }
+    }
     match ops::add(a, b) {
         Err(e) if e.kind() == ErrorKind::NotImplemented => {
             let sums: Vec<Value> = a

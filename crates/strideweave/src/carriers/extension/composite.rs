@@ -73,6 +73,14 @@ pub(crate) trait CompositeAutograd: Send + Sync {
     /// Whether `grad`, on this class, is a fresh gradient the engine may keep as it is
     /// (asked once per buffer: a second ask answers `false`).
     fn adopt_gradient(&self, grad: &Tensor) -> bool;
+
+    /// The sum of two gradients `a` and `b` of one tensor, both on this class, when the class
+    /// sums them itself (a streamed sum that never makes a dense copy); `None` lets the
+    /// engine add them with the `add` operation.
+    fn add_gradients(&self, a: &Tensor, b: &Tensor) -> Option<crate::Result<Tensor>> {
+        let _ = (a, b);
+        None
+    }
 }
 
 /// Runs the composite provider's `callback` for `carrier` under the provider guard.
