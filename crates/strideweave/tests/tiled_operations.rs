@@ -825,3 +825,54 @@ fn resident_tiles_are_read_in_place_without_staging() {
         }
     }
 }
+
+#[test]
+fn the_whole_tensor_copy_and_the_tile_stream_reuse_their_staging_buffers() {
+    // Within the capacity the whole seed tier is copied in one go: the first call allocates
+    // the buffer, a repeated call reuses it from the carrier's staging pool.
+    let values = wavy(64, 65);
+    let expected = numbers(&ops::reduce_sum(&dense(&values, &[8, 8])).unwrap());
+    let policy = Arc::new(Capacity::new(8));
+    let carrier = on_disk(&values, &[1, 8], &[8, 1], Arc::clone(&policy));
+    for call in 0..3 {
+        let result = ops::reduce_sum(&whole(&carrier)).unwrap();
+        assert_close(&numbers(&result), &expected);
+        let report = policy.reports.lock().unwrap().last().unwrap().clone();
+        assert_eq!(
+            (report.total(), report.staged_slots()),
+            (1, 64),
+            "call {call}"
+        );
+        assert_eq!(
+            report.allocated_buffers(),
+            usize::from(call == 0),
+            "call {call}: only the first call allocates its whole-tensor buffer"
+        );
+    }
+    // Streamed (capacity 4 of 8 tiles): the first call allocates its tile buffers, a
+    // repeated one reuses them all; the results do not change.
+    let policy = Arc::new(Capacity::new(4));
+    let carrier = on_disk(&values, &[1, 8], &[8, 1], Arc::clone(&policy));
+    let mut allocated = Vec::new();
+    for _ in 0..3 {
+        let result = ops::reduce_sum(&whole(&carrier)).unwrap();
+        assert_close(&numbers(&result), &expected);
+        let report = policy.reports.lock().unwrap().last().unwrap().clone();
+        assert_eq!(report.total(), 8);
+        assert!(report.staged_peak() <= 4, "{report:?}");
+        allocated.push(report.allocated_buffers());
+    }
+    assert!(allocated[0] >= 1, "{allocated:?}");
+    assert_eq!(&allocated[1..], &[0, 0], "repeated calls reuse the pool");
+    // A whole-tensor buffer kept by the pool is given up once the tensor streams: after a
+    // promotion the same carrier streams, and a release leaves nothing behind.
+    let policy = Arc::new(Capacity::new(8));
+    let carrier = on_disk(&values, &[1, 8], &[8, 1], Arc::clone(&policy));
+    ops::reduce_sum(&whole(&carrier)).unwrap();
+    TiledEvictable::promote(&carrier, &set(&[&[0, 3]])).unwrap();
+    let result = ops::reduce_sum(&whole(&carrier)).unwrap();
+    assert_close(&numbers(&result), &expected);
+    assert_eq!(policy.reports.lock().unwrap().last().unwrap().total(), 8);
+    carrier.release().unwrap();
+    assert!(carrier.is_released());
+}

@@ -342,3 +342,458 @@ fn a_failing_tier_move_during_backward_assigns_no_gradient_and_retry_succeeds() 
         );
     }
 }
+
+/// A TiledEvictable of storage `values` on a full Faulty secondary, seen through `layout`
+/// (a permutation inside its tiles), with `policy`.
+fn permuted_out_of_core(
+    faults: &Arc<Faults>,
+    values: &[f64],
+    (grid, tile): (&[usize], &[usize]),
+    layout: &str,
+    policy: Arc<Bounded>,
+) -> Tensor {
+    let carrier = TiledEvictable::carrier(
+        &Cpu::from_f32(&[], true).unwrap(),
+        &Faulty::carrier(faults, values),
+        grid,
+        tile,
+        Some(policy),
+    )
+    .unwrap();
+    Tensor::new(carrier, 0, layout.parse().unwrap()).unwrap()
+}
+
+/// The same storage on a dense CPU carrier, seen through the same layout.
+fn permuted_dense(values: &[f64], layout: &str) -> Tensor {
+    let values: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+    Tensor::new(
+        Cpu::from_f32(&values, true).unwrap(),
+        0,
+        layout.parse().unwrap(),
+    )
+    .unwrap()
+}
+
+/// Logical (4, 4) in 2 × 2 tiles, every tile transposed by the layout.
+const TRANSPOSED_TILES: &str = "((2,2),(2,2)):((4,2),(1,8))";
+
+#[test]
+fn the_backward_of_a_within_tile_permuted_operand_streams_and_matches_the_dense_backward() {
+    let cases: Vec<(&str, Op)> = vec![
+        ("relu", Box::new(|t| ops::relu(&t[0]))),
+        ("mul by a scalar", Box::new(|t| ops::mul(&t[0], 2.5))),
+        ("reduce_sum", Box::new(|t| ops::reduce_sum(&t[0]))),
+        (
+            "elementwise_mul by itself",
+            Box::new(|t| ops::elementwise_mul(&t[0], &t[0])),
+        ),
+        ("matmul by itself", Box::new(|t| ops::matmul(&t[0], &t[0]))),
+    ];
+    for (name, op) in cases {
+        let faults = Faults::new();
+        // `matmul` stages three tiles per item (a left tile and both right tiles).
+        let policy = Bounded::new(3, TileSet::empty());
+        let values = wavy(16, 4);
+        let x = permuted_out_of_core(
+            &faults,
+            &values,
+            (&[2, 2], &[2, 2]),
+            TRANSPOSED_TILES,
+            policy.clone(),
+        );
+        let reference = permuted_dense(&values, TRANSPOSED_TILES);
+        for t in [&x, &reference] {
+            t.set_requires_grad(true).unwrap();
+        }
+        let out = op(std::slice::from_ref(&x)).unwrap();
+        let expected_out = op(std::slice::from_ref(&reference)).unwrap();
+        assert_close(&numbers(&out), &numbers(&expected_out), name);
+        let noise: Vec<f32> = wavy(out.size(), 12).iter().map(|&v| v as f32).collect();
+        let cotangent =
+            Tensor::compact(Cpu::from_f32(&noise, true).unwrap(), out.shape().clone()).unwrap();
+        policy.reports.lock().unwrap().clear();
+        out.backward(Some(&cotangent), false).unwrap();
+        expected_out.backward(Some(&cotangent), false).unwrap();
+        let (g, e) = (x.grad().unwrap(), reference.grad().unwrap());
+        assert_close(&numbers(&g), &numbers(&e), name);
+        // Streamed: the backward reported its items within the capacity, and the gradient
+        // is the TiledEvictable it built, laid out like the operand, its tiles on the
+        // secondary tier (a dense rebuild would have put them on the primary tier).
+        let reports = policy.reports.lock().unwrap().clone();
+        let backward: Vec<&TileProgress> = reports
+            .iter()
+            .filter(|r| r.operation().ends_with(".backward"))
+            .collect();
+        assert!(!backward.is_empty(), "{name}: the backward streams");
+        assert!(
+            backward.iter().all(|r| r.staged_peak() <= 3),
+            "{name}: {backward:?}"
+        );
+        assert_eq!(g.carrier().class(), x.carrier().class(), "{name}");
+        assert_eq!(g.layout(), x.layout(), "{name}");
+        assert_eq!(
+            TiledEvictable::secondary_tiles(g.carrier()).unwrap().len(),
+            4,
+            "{name}: no gradient tile on the bounded primary tier"
+        );
+        assert_eq!(
+            locations(x.carrier()),
+            vec![TileLocation::Secondary; 4],
+            "{name}: the saved operand was streamed, not moved"
+        );
+    }
+}
+
+#[test]
+fn a_second_backward_accumulates_into_a_tiled_gradient_streamed_within_the_capacity() {
+    let faults = Faults::new();
+    let capacity = 4;
+    let policy = Bounded::new(capacity, TileSet::empty());
+    let values = wavy(24, 8);
+    let x = out_of_core(&faults, &values, &[3, 2], &[2, 2], policy.clone());
+    x.set_requires_grad(true).unwrap();
+    let loss = ops::reduce_sum(&ops::mul(&x, 2.0).unwrap()).unwrap();
+    loss.backward(Some(&ones(6)), true).unwrap();
+    let first = x.grad().unwrap();
+    assert_eq!(numbers(&first), vec![2.0; 24]);
+    policy.reports.lock().unwrap().clear();
+    loss.backward(Some(&ones(6)), true).unwrap();
+    let total = x.grad().unwrap();
+    assert_eq!(numbers(&total), vec![4.0; 24]);
+    // The sum was streamed tile by tile, never holding more than the capacity on the
+    // primary tier: each item's two staged tiles and its sum.
+    let reports = policy.reports.lock().unwrap().clone();
+    let sums: Vec<&TileProgress> = reports
+        .iter()
+        .filter(|r| r.operation() == "add_gradients")
+        .collect();
+    assert_eq!(sums.len(), 6, "one item per tile: {reports:?}");
+    assert_eq!(sums.last().unwrap().completed(), 6);
+    let resident: usize = [&x, &first, &total]
+        .iter()
+        .map(|t| TiledEvictable::primary_tiles(t.carrier()).unwrap().len())
+        .sum();
+    let peak = sums.iter().map(|r| r.staged_peak()).max().unwrap();
+    assert!(
+        peak + resident <= capacity,
+        "peak {peak} + resident {resident} within {capacity}"
+    );
+    assert_eq!(peak, 3, "two staged tiles and the sum of one item");
+    // The accumulated gradient is the TiledEvictable the sum built, kept without a copy:
+    // its tiles are on the secondary tier and written.
+    assert_eq!(total.carrier().class(), x.carrier().class());
+    assert_eq!(
+        TiledEvictable::secondary_tiles(total.carrier())
+            .unwrap()
+            .len(),
+        6
+    );
+    assert_eq!(
+        TiledEvictable::dirty_tiles(total.carrier()).unwrap().len(),
+        6
+    );
+    // The gradient of the first pass is unchanged.
+    assert_eq!(numbers(&first), vec![2.0; 24]);
+    // A permuted operand accumulates too, laid out like itself.
+    let faults = Faults::new();
+    let policy = Bounded::new(capacity, TileSet::empty());
+    let values = wavy(16, 9);
+    let y = permuted_out_of_core(
+        &faults,
+        &values,
+        (&[2, 2], &[2, 2]),
+        TRANSPOSED_TILES,
+        policy.clone(),
+    );
+    y.set_requires_grad(true).unwrap();
+    let reference = permuted_dense(&values, TRANSPOSED_TILES);
+    reference.set_requires_grad(true).unwrap();
+    for t in [&y, &reference] {
+        let loss = ops::reduce_sum(&ops::relu(t).unwrap()).unwrap();
+        let weights: Vec<f32> = wavy(4, 2).iter().map(|&v| v as f32).collect();
+        let weights =
+            Tensor::compact(Cpu::from_f32(&weights, true).unwrap(), loss.shape().clone()).unwrap();
+        loss.backward(Some(&weights), true).unwrap();
+        loss.backward(Some(&weights), true).unwrap();
+    }
+    let (g, e) = (y.grad().unwrap(), reference.grad().unwrap());
+    assert_close(&numbers(&g), &numbers(&e), "permuted accumulation");
+    assert_eq!(g.layout(), y.layout());
+    assert_eq!(
+        TiledEvictable::secondary_tiles(g.carrier()).unwrap().len(),
+        4
+    );
+}
+
+#[test]
+fn a_failing_tier_move_during_accumulation_keeps_the_gradient_and_retry_succeeds() {
+    for (point, arm) in [
+        ("staging read", 0usize),
+        ("gradient move", 1),
+        ("allocation", 2),
+    ] {
+        let faults = Faults::new();
+        let policy = Bounded::new(4, TileSet::empty());
+        let values = wavy(24, 10);
+        let x = out_of_core(&faults, &values, &[3, 2], &[2, 2], policy);
+        x.set_requires_grad(true).unwrap();
+        let loss = ops::reduce_sum(&ops::mul(&x, 2.0).unwrap()).unwrap();
+        loss.backward(Some(&ones(6)), true).unwrap();
+        let first = x.grad().unwrap();
+        let first_locations = locations(first.carrier());
+        let live = faults.live();
+        // The backward itself stages 6 tiles of 4 slots (24 reads) and moves 6 gradient
+        // tiles (24 writes, 6 allocations) before the sum starts.
+        match arm {
+            0 => Faults::arm(&faults.reads, 24 + 4 + 2),
+            1 => Faults::arm(&faults.writes, 24 + 4 + 1),
+            _ => Faults::arm(&faults.allocations, 1 + 6 + 1 + 1),
+        }
+        let error = loss.backward(Some(&ones(6)), true).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Runtime, "{point}: {error}");
+        assert!(error.to_string().contains("injected"), "{point}: {error}");
+        let kept = x.grad().unwrap();
+        assert!(
+            kept.carrier().same_as(first.carrier()),
+            "{point}: the gradient is the first pass's"
+        );
+        assert_eq!(numbers(&kept), vec![2.0; 24], "{point}");
+        assert_eq!(locations(kept.carrier()), first_locations, "{point}");
+        // The pass's own gradient (its secondary tier and six tiles) was complete when the
+        // sum failed; the engine drops it unpublished (dropping frees a tier's storage, but
+        // only a release counts here). Nothing the sum made is alive.
+        assert_eq!(
+            faults.live(),
+            live + 7,
+            "{point}: nothing made is left alive"
+        );
+        assert_eq!(numbers(&x), values, "{point}");
+        loss.backward(Some(&ones(6)), false).unwrap();
+        assert_eq!(numbers(&x.grad().unwrap()), vec![4.0; 24], "{point}");
+    }
+}
+
+/// A policy bounding the primary tier (or not) whose `Backward` plans promote and evict given
+/// tiles (of the saved operand and of the gradient alike: both are asked with `Backward`).
+#[derive(Debug)]
+struct GradientPlan {
+    capacity: Option<usize>,
+    promote: TileSet,
+    evict: TileSet,
+    asked: Mutex<Vec<ResidencyPurpose>>,
+}
+
+impl ResidencyPolicy for GradientPlan {
+    fn plan(&self, _: &TileSet, purpose: ResidencyPurpose) -> Result<ResidencyPlan> {
+        self.asked.lock().unwrap().push(purpose);
+        match purpose {
+            ResidencyPurpose::Backward => {
+                ResidencyPlan::new(self.promote.clone(), TileSet::empty(), self.evict.clone())
+            }
+            _ => ResidencyPlan::new(TileSet::empty(), TileSet::empty(), TileSet::empty()),
+        }
+    }
+    fn primary_capacity(&self) -> Option<usize> {
+        self.capacity
+    }
+}
+
+#[test]
+fn gradient_tiles_follow_the_policys_gradient_plan() {
+    use TileLocation::{Primary as P, Secondary as S};
+    // The `Backward` plan promotes tiles (0, 0) and (1, 0) of the saved operand first (2
+    // resident); 3 items of one staged tile stream at once. (capacity, promote, evict, the
+    // gradient's tile locations)
+    let cases: Vec<(Option<usize>, TileSet, TileSet, Vec<TileLocation>)> = vec![
+        // 8 − 2 resident − 3 streaming: room for both gradient promotions.
+        (
+            Some(8),
+            set(&[&[0, 0], &[1, 0]]),
+            TileSet::empty(),
+            vec![P, P, S, S, S, S],
+        ),
+        // 6 − 2 − 3: room for one, the promotions cut in the set's order.
+        (
+            Some(6),
+            set(&[&[0, 0], &[1, 0]]),
+            TileSet::empty(),
+            vec![P, S, S, S, S, S],
+        ),
+        // 5 − 2 − 3: no room; the default places every tile on the secondary tier.
+        (
+            Some(5),
+            set(&[&[0, 0], &[1, 0]]),
+            TileSet::empty(),
+            vec![S; 6],
+        ),
+        // No capacity: every tile on the primary tier, but the evicted one.
+        (
+            None,
+            TileSet::empty(),
+            set(&[&[2, 1]]),
+            vec![P, P, P, P, P, S],
+        ),
+    ];
+    for (capacity, promote, evict, expected) in cases {
+        let policy = Arc::new(GradientPlan {
+            capacity,
+            promote,
+            evict,
+            asked: Mutex::new(Vec::new()),
+        });
+        let faults = Faults::new();
+        let values = wavy(24, 11);
+        let carrier = TiledEvictable::carrier(
+            &Cpu::from_f32(&[], true).unwrap(),
+            &Faulty::carrier(&faults, &values),
+            &[3, 2],
+            &[2, 2],
+            Some(policy.clone()),
+        )
+        .unwrap();
+        let x = Tensor::compact(carrier, Shape::new((6, 4)).unwrap()).unwrap();
+        x.set_requires_grad(true).unwrap();
+        let loss = ops::reduce_sum(&ops::mul(&x, 2.0).unwrap()).unwrap();
+        policy.asked.lock().unwrap().clear();
+        loss.backward(Some(&ones(6)), true).unwrap();
+        let g = x.grad().unwrap();
+        assert_eq!(numbers(&g), vec![2.0; 24], "{capacity:?}");
+        assert_eq!(locations(g.carrier()), expected, "{capacity:?}");
+        assert_eq!(
+            policy.asked.lock().unwrap().clone(),
+            vec![ResidencyPurpose::Backward; 2],
+            "{capacity:?}: one plan for the saved operand, one for its gradient"
+        );
+        // The accumulation of a second pass follows the plan too, within its own room.
+        loss.backward(Some(&ones(6)), true).unwrap();
+        let total = x.grad().unwrap();
+        assert_eq!(numbers(&total), vec![4.0; 24], "{capacity:?}");
+        let placed = locations(total.carrier());
+        match capacity {
+            None => assert_eq!(placed, expected),
+            Some(capacity) => {
+                let primary = placed.iter().filter(|l| **l == P).count();
+                let resident = TiledEvictable::primary_tiles(g.carrier()).unwrap().len();
+                assert!(
+                    primary + 2 * resident + 3 <= capacity,
+                    "{capacity}: the sum promotes within its room: {placed:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_failing_tier_move_during_every_tiled_backward_assigns_no_gradient() {
+    // (name, operation, geometries (grid, tile) of its tensor operands); the Faulty
+    // secondary's reads fail while tiles are staged, its writes while a finished gradient
+    // tile moves onto it, its factory while the gradient's tiers or tiles are made.
+    type Geometry = Vec<(Vec<usize>, Vec<usize>)>;
+    let cases: Vec<(&str, Op, Geometry)> = vec![
+        (
+            "add",
+            Box::new(|t| ops::add(&t[0], &t[1])),
+            vec![(vec![3, 2], vec![2, 2]); 2],
+        ),
+        (
+            "add broadcasting",
+            Box::new(|t| ops::add(&t[0], &t[1])),
+            vec![(vec![3, 2], vec![2, 2]), (vec![3, 1], vec![2, 1])],
+        ),
+        (
+            "elementwise_mul",
+            Box::new(|t| ops::elementwise_mul(&t[0], &t[1])),
+            vec![(vec![3, 2], vec![2, 2]); 2],
+        ),
+        (
+            "mul",
+            Box::new(|t| ops::mul(&t[0], &t[1])),
+            vec![(vec![2, 2], vec![2, 3]); 2],
+        ),
+        (
+            "mul by a scalar",
+            Box::new(|t| ops::mul(&t[0], -1.5)),
+            vec![(vec![3, 2], vec![2, 2])],
+        ),
+        (
+            "relu",
+            Box::new(|t| ops::relu(&t[0])),
+            vec![(vec![3, 2], vec![2, 2])],
+        ),
+        (
+            "reduce_sum",
+            Box::new(|t| ops::reduce_sum(&t[0])),
+            vec![(vec![3, 2], vec![2, 2])],
+        ),
+        (
+            "matmul",
+            Box::new(|t| ops::matmul(&t[0], &t[1])),
+            vec![(vec![2, 3], vec![2, 2]), (vec![3, 3], vec![1, 2])],
+        ),
+    ];
+    for (name, op, geometry) in cases {
+        for point in ["staging read", "gradient move", "allocation"] {
+            let faults = Faults::new();
+            let policy = Bounded::new(2, TileSet::empty());
+            let mut tiled = Vec::new();
+            let mut plain = Vec::new();
+            let mut stored = Vec::new();
+            for (k, (grid, tile)) in geometry.iter().enumerate() {
+                let shape: Vec<usize> = grid.iter().zip(tile).map(|(g, t)| g * t).collect();
+                let values = wavy(shape.iter().product(), 3 + k);
+                tiled.push(out_of_core(&faults, &values, grid, tile, policy.clone()));
+                plain.push(dense(&values, &shape));
+                stored.push(values);
+            }
+            for t in tiled.iter().chain(&plain) {
+                t.set_requires_grad(true).unwrap();
+            }
+            let out = op(&tiled).unwrap();
+            let reference = op(&plain).unwrap();
+            let noise: Vec<f32> = wavy(out.size(), 13).iter().map(|&v| v as f32).collect();
+            let cotangent =
+                Tensor::compact(Cpu::from_f32(&noise, true).unwrap(), out.shape().clone()).unwrap();
+            let before: Vec<Vec<TileLocation>> =
+                tiled.iter().map(|t| locations(t.carrier())).collect();
+            let live = faults.live();
+            match point {
+                "staging read" => Faults::arm(&faults.reads, 3),
+                "gradient move" => Faults::arm(&faults.writes, 1),
+                _ => Faults::arm(&faults.allocations, 2),
+            }
+            let error = out.backward(Some(&cotangent), true).unwrap_err();
+            let what = format!("{name}, {point}");
+            assert_eq!(error.kind(), ErrorKind::Runtime, "{what}: {error}");
+            assert!(error.to_string().contains("injected"), "{what}: {error}");
+            for (k, t) in tiled.iter().enumerate() {
+                assert!(t.grad().is_none(), "{what}: no gradient assigned to {k}");
+                assert!(
+                    TiledEvictable::invalid_tiles(t.carrier())
+                        .unwrap()
+                        .is_empty(),
+                    "{what}"
+                );
+                assert_eq!(
+                    numbers(t),
+                    stored[k],
+                    "{what}: operand {k} reads its values"
+                );
+                assert_eq!(t.carrier().version(), 0, "{what}");
+            }
+            let after: Vec<Vec<TileLocation>> =
+                tiled.iter().map(|t| locations(t.carrier())).collect();
+            assert_eq!(after, before, "{what}: no tile moved");
+            assert_eq!(faults.live(), live, "{what}: nothing made is left alive");
+            // The retry succeeds and matches the dense backward.
+            out.backward(Some(&cotangent), false).unwrap();
+            reference.backward(Some(&cotangent), false).unwrap();
+            for (k, (t, p)) in tiled.iter().zip(&plain).enumerate() {
+                assert_close(
+                    &numbers(&t.grad().unwrap()),
+                    &numbers(&p.grad().unwrap()),
+                    &format!("{what}: gradient {k} after the retry"),
+                );
+            }
+        }
+    }
+}

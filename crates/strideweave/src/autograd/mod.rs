@@ -21,7 +21,6 @@ pub use grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
 pub(crate) use node::BackwardRule;
 pub use node::Node;
 pub(crate) use record::{record, record_rule, would_record};
-pub(crate) use rules::builtin_rule;
 pub(crate) use state::AutogradState;
 pub use tensor_api::grad;
 pub(crate) use view_rule::{record_move, record_view};

@@ -103,7 +103,13 @@ pub enum ResidencyPurpose {
     Write,
     /// The tiles are operands of a tiled operation's forward (streamed).
     Operation,
-    /// The tiles are saved operands read by the backward pass of a tiled operation (streamed).
+    /// The tiles are saved operands read by the backward pass of a tiled operation
+    /// (streamed), or the tiles of a gradient that backward pass (or the accumulation of two
+    /// gradients) builds, asked of the gradient's fresh carrier: its plan's promotions are
+    /// placed on the primary tier within the room the capacity leaves beside the streamed
+    /// tiles, its evictions on the secondary tier, and every other gradient tile where the
+    /// default puts it (the secondary tier when the policy bounds the primary, else the
+    /// primary).
     Backward,
 }
 

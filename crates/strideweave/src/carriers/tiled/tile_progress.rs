@@ -23,6 +23,7 @@ pub struct TileProgress {
     staged_slots: usize,
     prefetch_depth: usize,
     staged_peak: usize,
+    allocated_buffers: usize,
 }
 
 impl TileProgress {
@@ -41,7 +42,22 @@ impl TileProgress {
             staged_slots,
             prefetch_depth,
             staged_peak,
+            allocated_buffers: 0,
         }
+    }
+
+    /// The record, saying that `allocated` staging buffers were allocated so far.
+    pub(crate) fn with_allocated(mut self, allocated: usize) -> TileProgress {
+        self.allocated_buffers = allocated;
+        self
+    }
+
+    /// How many staging buffers (carriers of the primary tier's class receiving staged tiles,
+    /// or the whole tensor) the operation allocated so far; the others were reused from the
+    /// carrier's staging pool, kept from earlier operations within the policy's capacity. A
+    /// repeated operation over the same out-of-core tensor allocates none.
+    pub fn allocated_buffers(&self) -> usize {
+        self.allocated_buffers
     }
 
     /// The most staged tile carriers on the primary tier's class alive at once so far

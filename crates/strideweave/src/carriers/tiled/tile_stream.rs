@@ -50,6 +50,8 @@ pub(crate) struct StreamCounters {
     pub(crate) staged_slots: usize,
     /// The most staged tile carriers alive at once so far.
     pub(crate) staged_peak: usize,
+    /// The staging carriers allocated so far (not taken from the pool).
+    pub(crate) allocated: usize,
 }
 
 /// How many staged tile carriers of one stream are alive, and the most at once.
@@ -57,9 +59,16 @@ pub(crate) struct StreamCounters {
 struct Occupancy {
     live: AtomicUsize,
     peak: AtomicUsize,
+    allocated: AtomicUsize,
 }
 
 impl Occupancy {
+    /// A staging carrier allocated by this stream.
+    fn allocated(&self) {
+        self.allocated.fetch_add(1, Ordering::SeqCst);
+        self.made();
+    }
+
     fn made(&self) {
         let live = self.live.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(live, Ordering::SeqCst);
@@ -75,6 +84,10 @@ impl Occupancy {
 
     fn peak(&self) -> usize {
         self.peak.load(Ordering::SeqCst)
+    }
+
+    fn allocations(&self) -> usize {
+        self.allocated.load(Ordering::SeqCst)
     }
 }
 
@@ -105,6 +118,22 @@ impl<'a> TileStream<'a> {
         }
     }
 
+    /// Counts a carrier the computation of an item holds on the primary tier's class (its
+    /// result tile) as live beside the staged carriers, until [`drop_output`](Self::drop_output).
+    pub(crate) fn hold_output(&self) {
+        self.occupancy.made();
+    }
+
+    /// The carrier counted by [`hold_output`](Self::hold_output) is gone.
+    pub(crate) fn drop_output(&self) {
+        self.occupancy.released(1);
+    }
+
+    /// The most carriers of the primary tier's class this stream had alive at once so far.
+    pub(crate) fn staged_peak(&self) -> usize {
+        self.occupancy.peak()
+    }
+
     /// Fetches every item of `items` in order and calls `compute(index, fetched tiles)` on
     /// this thread for each, staging ahead on a worker thread when the depth allows.
     pub(crate) fn run(
@@ -120,6 +149,7 @@ impl<'a> TileStream<'a> {
                 counters.staged_tiles += fetched.staged_tiles();
                 counters.staged_slots += fetched.slots;
                 counters.staged_peak = self.occupancy.peak();
+                counters.allocated = self.occupancy.allocations();
                 let done = compute(index, &fetched.tiles, counters);
                 pool.extend(self.finish(fetched));
                 done
@@ -170,6 +200,7 @@ impl<'a> TileStream<'a> {
             counters.staged_tiles += fetched.staged_tiles();
             counters.staged_slots += fetched.slots;
             counters.staged_peak = self.occupancy.peak();
+            counters.allocated = self.occupancy.allocations();
             let done = compute(index, &fetched.tiles, *counters);
             for carrier in self.finish(fetched) {
                 if let Err(returned) = back.send(carrier) {
@@ -249,7 +280,7 @@ impl<'a> TileStream<'a> {
                     Some(found) => pool.swap_remove(found),
                     None => {
                         let fresh = primary.allocate_like(span, true, None, true)?;
-                        self.occupancy.made();
+                        self.occupancy.allocated();
                         fresh
                     }
                 };
@@ -268,14 +299,14 @@ impl<'a> TileStream<'a> {
             }
             TileSource::Zero => {
                 let zeros = primary.allocate_like(operand.grid().tile_size(), true, None, false)?;
-                self.occupancy.made();
+                self.occupancy.allocated();
                 fetched.transient.push(zeros.clone());
                 Tensor::new(zeros, 0, compact()?)
             }
             TileSource::Gathered => {
                 let values = operand.gather(tile)?;
                 let gathered = primary.new_like(&values, true, None)?;
-                self.occupancy.made();
+                self.occupancy.allocated();
                 fetched.transient.push(gathered.clone());
                 fetched.slots += values.len();
                 Tensor::new(gathered, 0, compact()?)
@@ -287,7 +318,7 @@ impl<'a> TileStream<'a> {
 /// Whether the pooled `carrier` can receive a staged copy of `span` slots for `primary`.
 /// Only an exact size is reused: the tiles of one operand all have one span, so the pool
 /// never grows beyond the carriers in flight.
-fn reusable(carrier: &Carrier, primary: &Carrier, span: usize) -> bool {
+pub(crate) fn reusable(carrier: &Carrier, primary: &Carrier, span: usize) -> bool {
     carrier.class() == primary.class()
         && carrier.dtype() == primary.dtype()
         && !carrier.is_released()
@@ -306,6 +337,9 @@ impl TileStream<'_> {
 
     /// The staging carriers the operands' carriers kept from earlier calls (see
     /// [`keep_or_release`](Self::keep_or_release)).
+    ///
+    /// A whole-tensor staging buffer kept by one of them is released: streamed work keeps
+    /// only tile buffers beside its tiles.
     fn take_pooled(&self) -> Vec<Carrier> {
         let mut pooled = Vec::new();
         for (k, operand) in self.operands.iter().enumerate() {
@@ -317,6 +351,9 @@ impl TileStream<'_> {
                 continue;
             }
             pooled.extend(table.take_staging());
+            if let Some(whole) = table.take_whole_staging() {
+                let _ = whole.release();
+            }
         }
         for _ in &pooled {
             self.occupancy.made();

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex, MutexGuard, ReentrantMutex};
 
 use crate::carrier::{Carrier, OwnershipToken};
 use crate::carriers::tiled::await_residency::{AwaitResidency, ResidencyRequest};
@@ -94,6 +94,15 @@ pub(crate) struct TileTable {
     /// Staging carriers of the primary tier's class kept between tiled operations (a pool
     /// bounded by the policy's capacity), released with the carrier.
     staging: Mutex<Vec<Carrier>>,
+    /// The staging carrier of the whole tensor (a copy of a secondary seed tier on the
+    /// primary tier's class, for an operation that runs as one call), kept between
+    /// operations; part of the staging pool.
+    whole_staging: Mutex<Option<Carrier>>,
+    /// Held while a residency transfer copies a tile out of a full seed tier in bulk (the
+    /// copy claims that tier, so a write to it would fail meanwhile): seed-slot writes wait
+    /// for it, and a transfer that cannot take it copies slot by slot instead. Reentrant, so
+    /// a tier calling back into this carrier from inside such a copy does not deadlock.
+    seed: ReentrantMutex<()>,
 }
 
 /// Which way a residency request moves tiles.
@@ -156,6 +165,8 @@ impl TileTable {
             changed: Condvar::new(),
             fresh_gradient: std::sync::atomic::AtomicBool::new(false),
             staging: Mutex::new(Vec::new()),
+            whole_staging: Mutex::new(None),
+            seed: ReentrantMutex::new(()),
         }
     }
 
@@ -199,6 +210,26 @@ impl TileTable {
         }
         self.staging.lock().extend(carriers);
         drop(inner);
+    }
+
+    /// The whole-tensor staging carrier kept from an earlier operation (taken: a concurrent
+    /// operation allocates its own).
+    pub(crate) fn take_whole_staging(&self) -> Option<Carrier> {
+        self.whole_staging.lock().take()
+    }
+
+    /// Keeps `carrier` as the whole-tensor staging carrier for the next operation; released
+    /// at once when the table is released or already keeps one.
+    pub(crate) fn keep_whole_staging(&self, carrier: Carrier) {
+        let inner = self.lock();
+        let mut kept = self.whole_staging.lock();
+        if inner.released || kept.is_some() {
+            drop(kept);
+            drop(inner);
+            let _ = carrier.release();
+            return;
+        }
+        *kept = Some(carrier);
     }
 
     /// Wakes every thread waiting for pins to go or requests to finish.
@@ -377,7 +408,9 @@ impl TileTable {
             // Write the copy with no lock held; the pin keeps it in place meanwhile.
             let pin = self.pin_element(&mut inner, tile);
             drop(inner);
+            let seeding = matches!(copy, TileCopy::Seed).then(|| self.seed.lock());
             copy.write(self.token(tier), slot, local, value)?;
+            drop(seeding);
             self.lock().tiles[tile].dirty = true;
             drop(pin);
             return Ok(());
@@ -448,7 +481,11 @@ impl TileTable {
         for copy in copies {
             copy.discard();
         }
-        for carrier in self.take_staging() {
+        for carrier in self
+            .take_staging()
+            .into_iter()
+            .chain(self.take_whole_staging())
+        {
             let _ = carrier.release();
         }
         let mut outcome = Ok(());
@@ -681,6 +718,7 @@ impl TileTable {
                 (from, self.token(from)),
                 (to, self.token(to)),
                 source,
+                &self.seed,
             );
             match started {
                 Ok(transfer) => transfers.push(transfer),

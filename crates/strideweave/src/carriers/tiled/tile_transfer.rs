@@ -5,18 +5,20 @@ use crate::autograd::no_grad;
 use crate::carrier::{Carrier, OwnershipToken};
 use crate::carriers::tiled::tile_copy::{Tier, TileCopy};
 use crate::carriers::tiled::tile_grid::TileGrid;
+use crate::carriers::tiled::tiled_operand::{column_major_strides, flat};
 use crate::error::Result;
-use crate::movement::{move_async_to_scratch, move_to_scratch, MoveHandle};
+use crate::movement::{copy_to_scratch, move_async_to_scratch, move_to_scratch, MoveHandle};
 use crate::tensor::Tensor;
 use crate::Layout;
+use parking_lot::ReentrantMutex;
 
 /// The work started for one tile.
 enum Work {
     /// A tier move of the tile's own carrier into a fresh carrier of the destination tier
     /// (the move releases the source at its commit).
     Moving(MoveHandle),
-    /// The tile's seed slots, already copied element by element into `destination` (a move
-    /// would release the whole seed tier, so seed copies are read slot by slot).
+    /// The tile's seed slots, already copied into `destination` (a move would release the
+    /// whole seed tier, so a seed tile is copied, not moved: see [`copy_seed`]).
     Copied(Carrier),
 }
 
@@ -48,13 +50,15 @@ impl TileTransfer {
     /// a fresh carrier made by the factory of the tier owned through `to_token`.
     ///
     /// Errors from the factory, a seed read, a destination write or the move's pre-submission
-    /// checks return here with nothing changed (a fresh destination is released).
+    /// checks return here with nothing changed (a fresh destination is released). `seed` is
+    /// the table's seed lock (see [`copy_seed`]).
     pub(crate) fn start(
         grid: &TileGrid,
         tile: usize,
         (from, from_token): (Tier, &OwnershipToken),
         (to, to_token): (Tier, &OwnershipToken),
         source: TileCopy,
+        seed: &ReentrantMutex<()>,
     ) -> Result<TileTransfer> {
         // Residency records no autograd node: the move runs with recording off.
         let _grad = no_grad();
@@ -74,11 +78,7 @@ impl TileTransfer {
                 }
             }
             TileCopy::Seed => {
-                let copied = (0..size).try_for_each(|local| {
-                    let value = from_token.carrier().get(grid.join(tile, local))?;
-                    fresh.set(local, value)
-                });
-                if let Err(error) = copied {
+                if let Err(error) = copy_seed(grid, tile, from_token.carrier(), &fresh, seed) {
                     let _ = fresh.release();
                     return Err(error);
                 }
@@ -137,6 +137,65 @@ impl TileTransfer {
     pub(crate) fn consumed_source(&self) -> bool {
         matches!(self.work, Work::Moving(_))
     }
+}
+
+/// Copies tile `tile`'s slots of the full seed tier `seed` into `fresh`, a carrier of
+/// `tile_size` slots (local index `l` at slot `l`) whose old contents nobody reads.
+///
+/// The tile's slots are one strided region of the seed tier, starting at the tile's first
+/// slot and spanning its cosize. That span is copied in bulk with the tiers' public
+/// non-destructive copy (`movement::copy_to`, here without saving the destination first): for
+/// a tile whose span is exactly its slots (a tile covering the leading axes, or a rank-1
+/// grid) straight into `fresh`; otherwise into a scratch carrier of `fresh`'s class, from
+/// which the tile's slots are compacted one by one (reading the scratch, not the seed tier).
+/// A copy claims the seed tier while it runs, so copies hold the table's `lock` (writes to
+/// seed slots wait for it): when another thread holds it, or the seed tier is already
+/// claimed (a tier calling back into its carrier from inside a copy), the slots are read one
+/// by one instead, which claims nothing. Any failure leaves `seed` unchanged; `fresh` may
+/// hold part of the tile.
+fn copy_seed(
+    grid: &TileGrid,
+    tile: usize,
+    seed: &Carrier,
+    fresh: &Carrier,
+    lock: &ReentrantMutex<()>,
+) -> Result<()> {
+    let size = grid.tile_size();
+    let slot_by_slot = || {
+        (0..size).try_for_each(|local| {
+            let value = seed.get(grid.join(tile, local))?;
+            fresh.set(local, value)
+        })
+    };
+    let Some(_copying) = lock.try_lock() else {
+        return slot_by_slot();
+    };
+    if seed.lifecycle().is_claimed() {
+        return slot_by_slot();
+    }
+    let region = flat(
+        grid.tile_shape(),
+        &column_major_strides(grid.logical_shape()),
+    )?;
+    let span = region.cosize();
+    let origin = grid.join(tile, 0);
+    if span == size {
+        // The region is the tile's canonical order: element `l` lands on slot `l`.
+        copy_to_scratch(&Tensor::new(seed.clone(), origin, region)?, fresh)?;
+        return Ok(());
+    }
+    let scratch = fresh.allocate_like(span, true, None, true)?;
+    let compacted = Layout::from_flat(&[span], &[1])
+        .map_err(Into::into)
+        .and_then(|whole| copy_to_scratch(&Tensor::new(seed.clone(), origin, whole)?, &scratch))
+        .and_then(|_| {
+            (0..size).try_for_each(|local| {
+                let at = region.index_of(local)?;
+                fresh.set(local, scratch.get(at)?)
+            })
+        });
+    let _ = scratch.release();
+    compacted
 }
 
 /// Moves a landed tile back from `destination` into a fresh carrier of the source tier (the

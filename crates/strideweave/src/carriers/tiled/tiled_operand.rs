@@ -10,6 +10,7 @@ use crate::carriers::tiled::tile_copy::{Tier, TileCopy};
 use crate::carriers::tiled::tile_footprint::TileFootprint;
 use crate::carriers::tiled::tile_grid::{decode, encode, show, TileGrid};
 use crate::carriers::tiled::tile_pins::TilePins;
+use crate::carriers::tiled::tile_stream::reusable;
 use crate::carriers::tiled::tile_table::TileTable;
 use crate::carriers::tiled::{TileLocation, TileResidency};
 use crate::error::{Error, Result};
@@ -137,6 +138,11 @@ impl TiledOperand {
         self.grid.tile_shape()
     }
 
+    /// The tensor.
+    pub(crate) fn tensor(&self) -> &Tensor {
+        &self.tensor
+    }
+
     /// The TiledEvictable carrier of the operand (its factory makes gradients like it).
     pub(crate) fn tier_owner(&self) -> &Carrier {
         self.tensor.carrier()
@@ -179,21 +185,33 @@ impl TiledOperand {
     /// - seeded on a secondary tier of another class, when the carrier's
     ///   [`primary_capacity`](crate::carriers::ResidencyPolicy::primary_capacity) allows every
     ///   tile at once (or is unbounded): one `copy_to` of the whole seed tier into a fresh
-    ///   carrier of the primary class, returned as the second element (to release after use).
-    pub(crate) fn whole(&self) -> Result<Option<(Tensor, Option<Carrier>)>> {
+    ///   carrier of the primary class, returned as the second element (to keep in the
+    ///   carrier's staging pool after use: [`TileTable::keep_whole_staging`]). The buffer
+    ///   is the one the pool kept from an earlier call when there is one; the third element
+    ///   says whether it was allocated by this call.
+    pub(crate) fn whole(&self) -> Result<Option<(Tensor, Option<Carrier>, bool)>> {
         let Some(tier) = self.whole_candidate() else {
             return Ok(None);
         };
         let layout = self.tensor.layout().clone();
         let seed = Tensor::new(self.tier(tier).clone(), 0, layout)?;
         if !self.whole_stages() {
-            return Ok(Some((seed, None)));
+            return Ok(Some((seed, None, false)));
         }
         let primary = self.tier(Tier::Primary);
-        let staged = primary.allocate_like(self.grid.logical_size(), true, None, true)?;
-        // Freshly allocated with unspecified contents: nothing to keep.
+        let size = self.grid.logical_size();
+        let (staged, allocated) = match self.table.take_whole_staging() {
+            Some(kept) if reusable(&kept, primary, size) => (kept, false),
+            other => {
+                if let Some(unfit) = other {
+                    let _ = unfit.release();
+                }
+                (primary.allocate_like(size, true, None, true)?, true)
+            }
+        };
+        // A staging buffer: its old contents are not kept.
         match copy_to_scratch(&seed, &staged) {
-            Ok(view) => Ok(Some((view, Some(staged)))),
+            Ok(view) => Ok(Some((view, Some(staged), allocated))),
             Err(error) => {
                 let _ = staged.release();
                 Err(error)

@@ -163,55 +163,111 @@ pub(crate) fn streamed_operands(
 /// one policy object share its capacity), by the capacity left after their resident tiles
 /// divided by the tiles one item stages for them; at least 1.
 pub(crate) fn prefetch_depth(operands: &[TiledOperand], items: &[Vec<Fetch>]) -> usize {
+    prefetch_depth_with(operands, items, 0)
+}
+
+/// [`prefetch_depth`] when each item also holds `extra` tiles of its own on the primary tier
+/// while it computes (an item's result tile), counted against every bounded capacity.
+pub(crate) fn prefetch_depth_with(
+    operands: &[TiledOperand],
+    items: &[Vec<Fetch>],
+    extra: usize,
+) -> usize {
     let mut depth = UNBOUNDED_DEPTH;
     for (k, operand) in operands.iter().enumerate() {
-        let Some(capacity) = operand
-            .table()
-            .policy()
-            .and_then(|policy| policy.primary_capacity())
-        else {
-            continue;
-        };
-        // Tensor operands over one carrier (`add(x, x)`), and carriers steered by one policy
-        // object (a parameter and the gradient its factory made), share one capacity.
-        let same = |other: &TiledOperand| {
-            Arc::ptr_eq(other.table(), operand.table())
-                || matches!(
-                    (other.table().policy(), operand.table().policy()),
-                    (Some(a), Some(b)) if Arc::ptr_eq(a, b)
-                )
-        };
-        if operands[..k].iter().any(same) {
+        if operands[..k]
+            .iter()
+            .any(|other| shares_capacity(other, operand))
+        {
             continue;
         }
-        let sharing: Vec<usize> = (0..operands.len())
-            .filter(|&j| same(&operands[j]))
-            .collect();
-        let per_item = items
-            .iter()
-            .map(|item| {
-                item.iter()
-                    .filter(|(j, tile)| sharing.contains(j) && operands[*j].stages(*tile))
-                    .count()
-            })
-            .max()
-            .unwrap_or(0);
+        let Some(use_) = primary_use(operands, items, k) else {
+            continue;
+        };
+        let per_item = use_.per_item + extra;
         if per_item == 0 {
             continue;
         }
-        let mut resident = 0;
-        for (j, other) in operands.iter().enumerate() {
-            let first = !operands[..j]
-                .iter()
-                .any(|o| Arc::ptr_eq(o.table(), other.table()));
-            if first && sharing.contains(&j) {
-                resident += other.resident_tiles();
-            }
-        }
-        let free = capacity.saturating_sub(resident);
+        let free = use_.capacity.saturating_sub(use_.resident);
         depth = depth.min(free / per_item);
     }
     depth.max(1)
+}
+
+/// Whether two operands count against one capacity: tensor operands over one carrier
+/// (`add(x, x)`), or carriers steered by one policy object (a parameter and the gradient its
+/// factory made).
+pub(crate) fn shares_capacity(a: &TiledOperand, b: &TiledOperand) -> bool {
+    Arc::ptr_eq(a.table(), b.table())
+        || matches!(
+            (a.table().policy(), b.table().policy()),
+            (Some(x), Some(y)) if Arc::ptr_eq(x, y)
+        )
+}
+
+/// What streamed work takes of the primary capacity operand `k` counts against.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PrimaryUse {
+    /// The capacity of operand `k`'s policy.
+    pub(crate) capacity: usize,
+    /// The tiles already on the primary tier of the carriers sharing it.
+    pub(crate) resident: usize,
+    /// The most tiles of those carriers one item stages.
+    pub(crate) per_item: usize,
+}
+
+/// The use of the capacity of operand `k`'s policy by `items`; `None` when it has none.
+pub(crate) fn primary_use(
+    operands: &[TiledOperand],
+    items: &[Vec<Fetch>],
+    k: usize,
+) -> Option<PrimaryUse> {
+    let operand = &operands[k];
+    let capacity = operand.table().policy()?.primary_capacity()?;
+    let sharing: Vec<usize> = (0..operands.len())
+        .filter(|&j| shares_capacity(&operands[j], operand))
+        .collect();
+    let per_item = items
+        .iter()
+        .map(|item| {
+            item.iter()
+                .filter(|(j, tile)| sharing.contains(j) && operands[*j].stages(*tile))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    let mut resident = 0;
+    for (j, other) in operands.iter().enumerate() {
+        let first = !operands[..j]
+            .iter()
+            .any(|o| Arc::ptr_eq(o.table(), other.table()));
+        if first && sharing.contains(&j) {
+            resident += other.resident_tiles();
+        }
+    }
+    Some(PrimaryUse {
+        capacity,
+        resident,
+        per_item,
+    })
+}
+
+/// The primary tiles a gradient of operand `k` may place while `items` stream at `depth`
+/// (each item holding `extra` tiles of its own beside its staged ones), after `taken` tiles
+/// already given to other gradients under the same capacity; `None` without a capacity.
+pub(crate) fn primary_room(
+    operands: &[TiledOperand],
+    items: &[Vec<Fetch>],
+    (depth, extra): (usize, usize),
+    k: usize,
+    taken: usize,
+) -> Option<usize> {
+    let use_ = primary_use(operands, items, k)?;
+    let streaming = depth * (use_.per_item + extra);
+    Some(
+        use_.capacity
+            .saturating_sub(use_.resident + streaming + taken),
+    )
 }
 
 /// Runs the planned work: streams the items, computes each, reports progress, assembles the
@@ -225,30 +281,27 @@ fn execute(
     progress: impl Fn(&TileProgress),
 ) -> Result<Tensor> {
     let name = invocation.call().definition().name();
-    if let Some((whole, staged)) = whole_tensors(operands)? {
+    if let Some((whole, staged, allocated)) = whole_tensors(operands)? {
         // Every operand is still its full seed tier: one call computes the result.
         let outputs = call(
             name,
             tile_operands(invocation, &whole),
             &call_options(invocation),
         );
-        let slots = staged.iter().map(Carrier::size).sum();
+        let slots = staged.iter().map(|(_, carrier)| carrier.size()).sum();
         let tiles = operands
             .iter()
             .filter(|operand| operand.whole_stages())
             .map(|operand| operand.grid().tile_count())
             .sum();
-        for carrier in &staged {
-            let _ = carrier.release();
+        let count = staged.len();
+        for (table, carrier) in staged {
+            table.keep_whole_staging(carrier);
         }
         let outputs = outputs?;
-        progress(&TileProgress::new(
-            name,
-            (1, 1),
-            (tiles, slots),
-            1,
-            staged.len(),
-        ));
+        progress(
+            &TileProgress::new(name, (1, 1), (tiles, slots), 1, count).with_allocated(allocated),
+        );
         let [result] = <[Tensor; 1]>::try_from(outputs).map_err(|outputs| {
             Error::Runtime(format!(
                 "'{name}' returned {} results, expected 1",
@@ -267,37 +320,45 @@ fn execute(
     let total = work.items().len();
     stream.run(work.items(), |index, tiles, counters: StreamCounters| {
         state.compute(index, tiles)?;
-        progress(&TileProgress::new(
-            name,
-            (index + 1, total),
-            (counters.staged_tiles, counters.staged_slots),
-            depth,
-            counters.staged_peak,
-        ));
+        progress(
+            &TileProgress::new(
+                name,
+                (index + 1, total),
+                (counters.staged_tiles, counters.staged_slots),
+                depth,
+                counters.staged_peak,
+            )
+            .with_allocated(counters.allocated),
+        );
         Ok(())
     })?;
     state.finish()
 }
 
-/// The whole-tensor operands on the primary class and the carriers staged for them, when
-/// every operand can be read whole (see `TiledOperand::whole`); staged carriers are released
-/// again when one operand cannot.
-fn whole_tensors(operands: &[TiledOperand]) -> Result<Option<(Vec<Tensor>, Vec<Carrier>)>> {
+/// The carriers staged for whole-tensor operands, each with the table whose pool keeps it.
+type WholeStaging = Vec<(Arc<TileTable>, Carrier)>;
+
+/// The whole-tensor operands on the primary class, the carriers staged for them and how many
+/// of those were allocated (not reused), when every operand can be read whole (see
+/// `TiledOperand::whole`); staged carriers are released again when one operand cannot.
+fn whole_tensors(operands: &[TiledOperand]) -> Result<Option<(Vec<Tensor>, WholeStaging, usize)>> {
     if operands.iter().any(|o| o.whole_candidate().is_none()) {
         return Ok(None);
     }
     let mut views = Vec::with_capacity(operands.len());
-    let mut staged = Vec::new();
-    let release = |staged: &[Carrier]| {
-        for carrier in staged {
+    let mut staged: WholeStaging = Vec::new();
+    let mut allocated = 0;
+    let release = |staged: &WholeStaging| {
+        for (_, carrier) in staged {
             let _ = carrier.release();
         }
     };
     for operand in operands {
         match operand.whole() {
-            Ok(Some((view, copy))) => {
+            Ok(Some((view, copy, fresh))) => {
                 views.push(view);
-                staged.extend(copy);
+                allocated += usize::from(fresh);
+                staged.extend(copy.map(|carrier| (Arc::clone(operand.table()), carrier)));
             }
             Ok(None) => {
                 release(&staged);
@@ -309,7 +370,7 @@ fn whole_tensors(operands: &[TiledOperand]) -> Result<Option<(Vec<Tensor>, Vec<C
             }
         }
     }
-    Ok(Some((views, staged)))
+    Ok(Some((views, staged, allocated)))
 }
 
 /// The accumulator option of the call (`reduce_sum`, `matmul`), passed on to every per-tile

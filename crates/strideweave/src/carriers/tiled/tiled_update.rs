@@ -108,13 +108,16 @@ impl TiledEvictable {
             };
             made.push((tier, copy));
             if let Some(policy) = &policy {
-                policy.on_progress(&TileProgress::new(
-                    name,
-                    (index + 1, count),
-                    (counters.staged_tiles, counters.staged_slots),
-                    depth,
-                    counters.staged_peak,
-                ));
+                policy.on_progress(
+                    &TileProgress::new(
+                        name,
+                        (index + 1, count),
+                        (counters.staged_tiles, counters.staged_slots),
+                        depth,
+                        counters.staged_peak,
+                    )
+                    .with_allocated(counters.allocated),
+                );
             }
             Ok(())
         });
