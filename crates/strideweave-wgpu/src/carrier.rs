@@ -12,7 +12,7 @@ use strideweave::carriers::extension::{
 use strideweave::carriers::Cpu;
 use strideweave::{
     register_carrier_definition, CarrierDefinition, CarrierFacet, DType, Error, Layout, Result,
-    Shape, Tensor,
+    Shape, Tensor, Value,
 };
 
 use crate::device::GpuDevice;
@@ -114,7 +114,7 @@ impl GpuUpload {
         let dtype = tensor.dtype();
         if !stores(dtype) {
             return Err(Error::Type(format!(
-                "{} stores Float32 and Int32, not {dtype}",
+                "{} stores Float32, Int32 and Bool, not {dtype}",
                 self.class
             )));
         }
@@ -162,9 +162,21 @@ impl GpuUpload {
 }
 
 /// The 32-bit words of slots `offset..offset + span` of `carrier` (one bulk read of a CPU
-/// carrier).
+/// carrier for Float32 and Int32; a read per slot for Bool, which has no bulk read).
 fn source_words(carrier: &Carrier, offset: usize, span: usize) -> Result<Vec<u32>> {
-    Ok(if carrier.dtype() == DType::INT32 {
+    let dtype = carrier.dtype();
+    if dtype == DType::BOOL {
+        return (offset..offset + span)
+            .map(|slot| match carrier.get(slot)? {
+                Value::Bool(b) => Ok(u32::from(b)),
+                other => Err(Error::Type(format!(
+                    "slot {slot} of a Bool {} carrier read {other:?}",
+                    carrier.class()
+                ))),
+            })
+            .collect();
+    }
+    Ok(if dtype == DType::INT32 {
         bytemuck::cast_slice(&read_i32s(carrier, offset, span)?).to_vec()
     } else {
         bytemuck::cast_slice(&read_f32s(carrier, offset, span)?).to_vec()
@@ -218,12 +230,7 @@ impl ProviderCompletion<()> for Downloaded {
     }
 
     fn wait(&self) -> Result<()> {
-        let words = self.words.wait()?;
-        if self.request.dtype() == DType::INT32 {
-            self.request.write_i32s(0, bytemuck::cast_slice(&words))
-        } else {
-            self.request.write_f32s(0, bytemuck::cast_slice(&words))
-        }
+        storage::write_words(&self.request, &self.words.wait()?)
     }
 }
 
@@ -341,7 +348,7 @@ impl Gpu {
     /// A Gpu carrier of `slots` zeroed slots of `dtype`.
     ///
     /// # Errors
-    /// Value for a dtype other than Float32 and Int32; Memory when the device cannot hold it.
+    /// Value for a dtype other than Float32, Int32 and Bool; Memory when the device cannot hold it.
     pub fn carrier(&self, slots: usize, dtype: DType) -> Result<Carrier> {
         Carrier::create(self.class, GpuSlots::default(), slots, dtype, true)
     }

@@ -14,7 +14,9 @@ use strideweave::{DType, Error, Result, Shape, Tensor};
 
 use crate::completion::GpuCompletion;
 use crate::device::{FaultPoint, GpuDevice};
-use crate::storage::{refuse_unstored, stores, value_word, word_value, GpuSlots, SLOT_BYTES};
+use crate::storage::{
+    refuse_unstored, stores, value_word, word_value, write_words, GpuSlots, SLOT_BYTES,
+};
 
 /// The provider-owned state of one GpuHost carrier: its slots as 32-bit words in host memory,
 /// or words staged for `allocate` to adopt.
@@ -47,7 +49,7 @@ impl HostWords {
 /// The storage provider of a GpuHost class: a `Vec` of words per carrier.
 ///
 /// Seed rule: the storage provider defines "the complete generic storage surface" and
-/// `supports_dtype` answers by identity (Float32 and Int32). Elementwise fallback is
+/// `supports_dtype` answers by identity (Float32, Int32 and Bool). Elementwise fallback is
 /// permitted: a slot is a host word, so moving slot by slot to or from another
 /// definition-backed class that also permits it costs no device round trip.
 fn storage() -> StorageProvider {
@@ -212,11 +214,7 @@ pub(crate) fn cpu_route(host: CarrierClass, device: Arc<GpuDevice>) -> Result<Tr
                     FaultPoint::HostCopy,
                     &format!("copy {} GpuHost slots to the CPU", words.len()),
                 )?;
-                if request.dtype() == DType::INT32 {
-                    request.write_i32s(0, bytemuck::cast_slice(&words))?;
-                } else {
-                    request.write_f32s(0, bytemuck::cast_slice(&words))?;
-                }
+                write_words(&request, &words)?;
                 Ok(Submitted::Ready(()))
             },
         )))
@@ -280,7 +278,7 @@ impl GpuHost {
     /// A mutable GpuHost carrier of `slots` zeroed slots of `dtype`.
     ///
     /// # Errors
-    /// Value for a dtype other than Float32 and Int32.
+    /// Value for a dtype other than Float32, Int32 and Bool.
     pub fn carrier(&self, slots: usize, dtype: DType) -> Result<Carrier> {
         Carrier::create(self.class, HostWords::default(), slots, dtype, true)
     }

@@ -6,7 +6,7 @@
 //!   scopes and becomes a [`strideweave::Error`] (wgpu's default panicking handler is
 //!   replaced), with fault injection for the failure paths.
 //! - [`Gpu`]: an independent, definition-backed carrier class whose storage provider holds
-//!   one device buffer per carrier (Float32 and Int32), whose kernel provider runs the JIT
+//!   one device buffer per carrier (Float32, Int32 and Bool), whose kernel provider runs the JIT
 //!   kernel patterns of the built-ins on a [`GpuInterface`], with the route Gpu → CPU and
 //!   the [`GpuUpload`] facet (uploads are a facet because routes start at the defining
 //!   class), and the route Gpu → [`GpuHost`].

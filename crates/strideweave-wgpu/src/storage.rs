@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use strideweave::carriers::extension::{StorageProvider, TransferPreparation, Unsupported};
+use strideweave::carriers::extension::{
+    StorageProvider, TransferPreparation, TransferRequest, Unsupported,
+};
 use strideweave::{DType, Error, Result, Value};
 
 use crate::completion::GpuCompletion;
@@ -18,9 +20,10 @@ pub(crate) const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_SRC)
     .union(wgpu::BufferUsages::COPY_DST);
 
-/// The dtypes a Gpu carrier stores: Float32 and Int32, one 32-bit word per slot.
+/// The dtypes a Gpu carrier stores: Float32, Int32 and Bool, one 32-bit word per slot (a
+/// Bool slot is the word 0 or 1).
 pub fn stores(dtype: DType) -> bool {
-    dtype == DType::FLOAT32 || dtype == DType::INT32
+    dtype == DType::FLOAT32 || dtype == DType::INT32 || dtype == DType::BOOL
 }
 
 /// The `Unsupported` answer every route of the crate (named `route` in the reason) gives a
@@ -33,7 +36,7 @@ pub(crate) fn refuse_unstored(route: &str, dtype: DType) -> Result<Option<Transf
         return Ok(None);
     }
     Ok(Some(TransferPreparation::Unsupported(Unsupported::new(
-        format!("the {route} route moves Float32 and Int32, not {dtype}"),
+        format!("the {route} route moves Float32, Int32 and Bool, not {dtype}"),
     )?)))
 }
 
@@ -139,8 +142,27 @@ pub(crate) fn storage(device: Arc<GpuDevice>) -> StorageProvider {
 pub(crate) fn word_value(word: u32, dtype: Option<DType>) -> Value {
     if dtype == Some(DType::INT32) {
         Value::Int(i64::from(word as i32))
+    } else if dtype == Some(DType::BOOL) {
+        Value::Bool(word != 0)
     } else {
         Value::Float(f64::from(f32::from_bits(word)))
+    }
+}
+
+/// Writes `words` (slots of the request's dtype) into the transfer's destination from slot
+/// 0: one bulk copy into a CPU destination for Float32 and Int32, a write per slot for Bool
+/// (the transfer request has no bulk Bool write).
+pub(crate) fn write_words(request: &TransferRequest, words: &[u32]) -> Result<()> {
+    let dtype = request.dtype();
+    if dtype == DType::INT32 {
+        request.write_i32s(0, bytemuck::cast_slice(words))
+    } else if dtype == DType::BOOL {
+        for (slot, word) in words.iter().enumerate() {
+            request.write(slot, Value::Bool(*word != 0))?;
+        }
+        Ok(())
+    } else {
+        request.write_f32s(0, bytemuck::cast_slice(words))
     }
 }
 
@@ -151,6 +173,7 @@ pub(crate) fn value_word(value: Value, dtype: Option<DType>) -> Result<u32> {
         Value::Int(x) if dtype == Some(DType::INT32) => i32::try_from(x)
             .map(|x| x as u32)
             .map_err(|_| Error::Overflow(format!("{x} does not fit a Gpu Int32 slot"))),
+        Value::Bool(b) if dtype == Some(DType::BOOL) => Ok(u32::from(b)),
         other => Err(Error::Type(format!(
             "a Gpu carrier of {} cannot store {other:?}",
             dtype.map_or_else(|| "no dtype".to_string(), |d| d.to_string())

@@ -39,16 +39,21 @@ fn single_slots_read_and_write_through_the_device_buffer() -> Result<()> {
 }
 
 #[test]
-fn the_class_stores_float32_and_int32_only() -> Result<()> {
-    let Some(gpu) = shared_gpu("the_class_stores_float32_and_int32_only") else {
+fn the_class_stores_float32_int32_and_bool_only() -> Result<()> {
+    let Some(gpu) = shared_gpu("the_class_stores_float32_int32_and_bool_only") else {
         return Ok(());
     };
     let carrier = gpu.carrier(1, DType::FLOAT32)?;
     assert!(carrier.supports_storage_dtype(DType::INT32)?);
-    assert!(!carrier.supports_storage_dtype(DType::BOOL)?);
-    let error = gpu.carrier(3, DType::BOOL).unwrap_err();
+    assert!(carrier.supports_storage_dtype(DType::BOOL)?);
+    assert!(!carrier.supports_storage_dtype(DType::FLOAT64)?);
+    let error = gpu.carrier(3, DType::FLOAT64).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Value, "{error}");
-    assert!(error.to_string().contains("Bool"), "{error}");
+    assert!(error.to_string().contains("Float64"), "{error}");
+    let flags = gpu.carrier(2, DType::BOOL)?;
+    flags.set(1, Value::Bool(true))?;
+    assert_eq!(flags.get(0)?, Value::Bool(false));
+    assert_eq!(flags.get(1)?, Value::Bool(true));
     let definition = carrier_definition(gpu.class()).expect("the Gpu definition");
     assert!(definition.kernels().is_some());
     let routes: Vec<_> = definition
@@ -191,13 +196,13 @@ fn uploads_go_through_the_typed_facet_and_a_cpu_to_gpu_move_has_no_route() -> Re
         error.to_string(),
         "value error: 1 values for a Gpu tensor of shape 2 (2 elements)"
     );
-    let bools = Tensor::compact(
-        Cpu::from_values(&[Value::Bool(true)], DType::BOOL, true)?,
-        Shape::new(1)?,
-    )?;
-    let error = facet.upload(&bools).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Type);
-    assert!(error.to_string().contains("not Bool"), "{error}");
+    let flags = [Value::Bool(true), Value::Bool(false), Value::Bool(true)];
+    let bools = Tensor::compact(Cpu::from_values(&flags, DType::BOOL, true)?, Shape::new(3)?)?;
+    let uploaded = facet.upload(&bools)?;
+    assert_eq!(uploaded.dtype(), DType::BOOL);
+    assert_eq!(uploaded.to_values()?, flags);
+    let back = move_to(&uploaded, &Cpu::carrier(3, DType::BOOL, true, false)?)?;
+    assert_eq!(back.to_values()?, flags);
     Ok(())
 }
 

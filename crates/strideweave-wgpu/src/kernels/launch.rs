@@ -87,6 +87,7 @@ impl Launch {
             (Scalar::I32, Value::Int(x)) => i32::try_from(x).map_err(|_| {
                 Error::Overflow(format!("{x} does not fit Int32 in '{}'", self.name))
             })? as u32,
+            (Scalar::Bool, Value::Bool(b)) => u32::from(b),
             (_, other) => {
                 return Err(Error::Type(format!(
                     "the Gpu '{}' kernel cannot take the scalar {other:?}",

@@ -111,7 +111,29 @@ const ELEMENTWISE: &[(&str, usize, &str, Option<IntKernel>)] = &[
     ("div", 2, "a / b", None),
     ("maximum", 2, "fmax(a, b)", exact("max(a, b)")),
     ("minimum", 2, "fmin(a, b)", exact("min(a, b)")),
+    (
+        "eq",
+        2,
+        "select(0u, 1u, a == b)",
+        exact("select(0u, 1u, a == b)"),
+    ),
+    (
+        "lt",
+        2,
+        "select(0u, 1u, a < b)",
+        exact("select(0u, 1u, a < b)"),
+    ),
+    (
+        "le",
+        2,
+        "select(0u, 1u, a <= b)",
+        exact("select(0u, 1u, a <= b)"),
+    ),
 ];
+
+/// The built-ins whose Bool tensors the Gpu also compares (their Int32 expression on the
+/// Bool words, 0 and 1).
+const ON_BOOL: &[&str] = &["eq"];
 
 /// Every kernel pattern of the Gpu class, compact before strided for each built-in; with
 /// `float64` (the device computes in binary64) `reduce_sum` and `matmul` also take the
@@ -129,6 +151,9 @@ pub(crate) fn patterns(float64: bool) -> Result<Vec<KernelPattern>> {
                 kernel.overflow.is_some(),
                 None,
             )?);
+        }
+        if ON_BOOL.contains(&name) {
+            plans.extend(operand_plans(name, arity, DType::BOOL, true, false, None)?);
         }
         add_pair(&mut patterns, name, plans, Kind::Elementwise(float), int)?;
     }
@@ -187,6 +212,8 @@ fn operand_plans(
     let tensor = PlanOperand::Tensor(dtype);
     let scalar = PlanOperand::Scalar(if dtype == DType::INT32 {
         Value::Int(1)
+    } else if dtype == DType::BOOL {
+        Value::Bool(true)
     } else {
         Value::Float(1.0)
     });
@@ -205,10 +232,10 @@ fn operand_plans(
             Arithmetic::Binary32 | Arithmetic::Int32Exact => true,
             Arithmetic::Int32ExactChecked => overflow_checked,
         };
-        // A plan whose output is not the tensors' dtype (an Int32 tensor promoted by a float
-        // scalar) would need a conversion the shaders do not make.
-        let same_dtype =
-            plan.output() == dtype && plan.operands().iter().all(|o| o.convert_to() == dtype);
+        // A plan whose output is neither the tensors' dtype nor a comparison's Bool (an Int32
+        // tensor promoted by a float scalar) would need a conversion the shaders do not make.
+        let output = plan.output() == dtype || plan.output() == DType::BOOL;
+        let same_dtype = output && plan.operands().iter().all(|o| o.convert_to() == dtype);
         if exact && same_dtype {
             plans.push(OperationCapability::from_plan(plan));
         }
@@ -253,8 +280,9 @@ fn scalar_of(dtype: DType) -> Result<Scalar> {
     match dtype {
         d if d == DType::FLOAT32 => Ok(Scalar::F32),
         d if d == DType::INT32 => Ok(Scalar::I32),
+        d if d == DType::BOOL => Ok(Scalar::Bool),
         other => Err(Error::Type(format!(
-            "the Gpu kernels compute on Float32 and Int32, not {other}"
+            "the Gpu kernels compute on Float32, Int32 and Bool, not {other}"
         ))),
     }
 }
@@ -292,7 +320,12 @@ fn specialize(
     invocation: &ResolvedInvocation,
 ) -> Result<std::result::Result<Launch, String>> {
     let spec = &invocation.results()[0];
-    let scalar = scalar_of(spec.dtype())?;
+    // What the operands compute in (a comparison's differs from its Bool result).
+    let output = scalar_of(spec.dtype())?;
+    let scalar = match invocation.plan().operands().first() {
+        Some(operand) => scalar_of(operand.convert_to())?,
+        None => output,
+    };
     let result = spec.layout();
     let result_access = if is_scaled(result, 1) {
         Access::Scaled("1u")
@@ -306,7 +339,7 @@ fn specialize(
         Kind::Elementwise(float) => {
             let (expr, overflow) = match scalar {
                 Scalar::F32 => (float, None),
-                Scalar::I32 => {
+                Scalar::I32 | Scalar::Bool => {
                     let kernel = int.ok_or_else(|| {
                         Error::Type(format!("the Gpu '{name}' kernel computes Float32 only"))
                     })?;
@@ -355,7 +388,14 @@ fn specialize(
                 Checked::No
             });
             work.set_shader(key, move |windows| {
-                wgsl::elementwise(scalar, expr, overflow, &inputs, &result_access, windows)
+                wgsl::elementwise(
+                    (scalar, output),
+                    expr,
+                    overflow,
+                    &inputs,
+                    &result_access,
+                    windows,
+                )
             });
         }
         Kind::Reduce(maximum) => {
@@ -486,7 +526,7 @@ fn accumulator_of(scalar: Scalar, invocation: &ResolvedInvocation) -> Accumulato
         Scalar::F32 if invocation.plan().accumulator_dtype() == Some(DType::FLOAT64) => {
             Accumulator::F64
         }
-        Scalar::F32 => Accumulator::Native,
+        Scalar::F32 | Scalar::Bool => Accumulator::Native,
     }
 }
 

@@ -84,6 +84,8 @@ pub(crate) enum Scalar {
     F32,
     /// `i32`.
     I32,
+    /// A Bool word: `u32`, 0 or 1.
+    Bool,
 }
 
 impl Scalar {
@@ -91,6 +93,7 @@ impl Scalar {
         match self {
             Scalar::F32 => "f32",
             Scalar::I32 => "i32",
+            Scalar::Bool => "u32",
         }
     }
 }
@@ -303,14 +306,33 @@ fn windowed(s: &mut String, input: Option<usize>, t: &str, first: u32, count: u3
 }
 
 fn header(windows: &Windows, scalar: Scalar) -> String {
-    let t = scalar.wgsl();
+    typed_header(windows, scalar, scalar)
+}
+
+/// The prelude and bindings of a shader whose inputs hold `input` and whose result holds
+/// `output`.
+fn typed_header(windows: &Windows, input: Scalar, output: Scalar) -> String {
     let mut s = String::from(PRELUDE);
     let mut binding = 0;
     for (k, count) in windows.inputs.iter().enumerate() {
-        windowed(&mut s, Some(k), t, binding, *count, windows.slots);
+        windowed(
+            &mut s,
+            Some(k),
+            input.wgsl(),
+            binding,
+            *count,
+            windows.slots,
+        );
         binding += count;
     }
-    windowed(&mut s, None, t, binding, windows.result, windows.slots);
+    windowed(
+        &mut s,
+        None,
+        output.wgsl(),
+        binding,
+        windows.result,
+        windows.slots,
+    );
     let _ = writeln!(
         s,
         "@group(0) @binding({}) var<uniform> params: Params;",
@@ -342,11 +364,12 @@ pub(crate) enum Input {
     Scalar,
 }
 
-/// An elementwise shader: `result[at_r(i)] = expr(a, b)` with `a`, `b` the inputs. With an
+/// An elementwise shader on `scalar` inputs with an `output` result (a comparison's result
+/// is a Bool word): `result[at_r(i)] = expr(a, b)` with `a`, `b` the inputs. With an
 /// `overflow` condition (on `a`, `b` and the result `r`), an element meeting it raises the
 /// atomic flag bound after the parameters.
 pub(crate) fn elementwise(
-    scalar: Scalar,
+    (scalar, output): (Scalar, Scalar),
     expr: &str,
     overflow: Option<&str>,
     inputs: &[Input],
@@ -354,7 +377,7 @@ pub(crate) fn elementwise(
     windows: &Windows,
 ) -> String {
     let t = scalar.wgsl();
-    let mut s = header(windows, scalar);
+    let mut s = typed_header(windows, scalar, output);
     let mut binding = 0;
     let mut loads = String::new();
     for (k, input) in inputs.iter().enumerate() {
@@ -437,7 +460,7 @@ pub(crate) fn reduce(
             "fmax(acc, v)",
             "    store(at_result(i), acc);".to_string(),
         ),
-        (true, Scalar::I32, _) => (
+        (true, Scalar::I32 | Scalar::Bool, _) => (
             format!("var acc: {t} = load0(base);"),
             "max(acc, v)",
             "    store(at_result(i), acc);".to_string(),
