@@ -58,6 +58,19 @@ from ._native import (
     sub as sub,
     tanh as tanh,
 )
+from ._native import (
+    CompositeProvider as CompositeProvider,
+    DependentCarrier as DependentCarrier,
+    KernelExecutionInterface as KernelExecutionInterface,
+    KernelPack as KernelPack,
+    KernelPattern as KernelPattern,
+    KernelProvider as KernelProvider,
+    OperationDefinition as OperationDefinition,
+    TransferRoute as TransferRoute,
+    Unsupported as Unsupported,
+    operation_definition as operation_definition,
+    register_kernel_pack as register_kernel_pack,
+)
 
 __all__ = [
     "CPU",
@@ -120,3 +133,16 @@ from ._native import ResidencyPolicy as ResidencyPolicy
 from ._native import from_numpy as from_numpy
 
 __all__ += ["BlockDevice", "BlockDeviceCarrier", "ResidencyPlan", "ResidencyPolicy", "from_numpy"]
+__all__ += [
+    "CompositeProvider",
+    "DependentCarrier",
+    "KernelExecutionInterface",
+    "KernelPack",
+    "KernelPattern",
+    "KernelProvider",
+    "OperationDefinition",
+    "TransferRoute",
+    "Unsupported",
+    "operation_definition",
+    "register_kernel_pack",
+]

@@ -45,3 +45,14 @@ def test_numpy_roundtrip_prints_its_results() -> None:
         "after the view is gone -1.0 version 1",
         "tiled layout copied: (4, 3)",
     ]
+
+
+def test_python_kernels_prints_its_results() -> None:
+    assert run("python_kernels.py").splitlines() == [
+        "capabilities ['neg', 'relu']",
+        "neg [2.0, 1.0, -1.0, -2.0]",
+        "relu of 4 [0.0, 0.0, 1.0, 2.0]",
+        "relu of 2 [0.0, 0.0]",
+        "ran ['neg', 'vectorized relu', 'vectorized relu declined', 'relu']",
+        "on the cpu [-2.0, -1.0, 1.0, 2.0]",
+    ]

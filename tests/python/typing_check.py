@@ -1,6 +1,8 @@
 """Checked by `mypy --strict` only: the stubs accept the documented calls and give the
 documented types."""
 
+from typing import Tuple, Type
+
 import strideweave as sw
 from strideweave.carriers.extension import ProviderCompletion
 
@@ -38,3 +40,30 @@ def typed_interop_calls(path: str) -> None:
     offset: int = carrier.device_offset_bytes + device.free_bytes
     t: sw.Tensor = sw.from_numpy(object(), copy=False)
     print(tiled.class_name, tiles, offset, t.__array__(None, copy=True))
+
+
+def typed_composite() -> None:
+    from strideweave.carriers import extension as ext
+
+    class Tiered(sw.DependentCarrier):
+        dependency: sw.Carrier
+
+    def capabilities(carrier: Tiered) -> Tuple[sw.OperationCapability, ...]:
+        return carrier.dependency.capabilities()
+
+    def result_carriers(carrier: Tiered, invocation: ext.ResolvedInvocation) -> Tuple[Type[sw.Carrier], ...]:
+        return (sw.CPU,) * len(invocation.results)
+
+    def prepare(carrier: Tiered, invocation: ext.ResolvedInvocation) -> ext.PreparedComposite:
+        operands = invocation.operands
+        return ext.PreparedComposite(lambda: ext.ProviderResult([sw.neg(t) for t in operands if isinstance(t, sw.Tensor)]))
+
+    provider: sw.CompositeProvider = sw.CompositeProvider(capabilities, result_carriers, prepare)
+    rejection: sw.Unsupported = sw.Unsupported("no")
+    definition = ext.CarrierDefinition(
+        sw.StorageProvider(lambda c, d: True, lambda c: 0, lambda c, n: None, lambda c: None, lambda c, i: 0.0, lambda c, i, v: None),
+        composite=provider,
+    )
+    sw.register_carrier_definition(Tiered, definition)
+    identity = sw.KernelExecutionInterface("1").identity
+    print(rejection.reason, identity[1], definition.composite is provider)

@@ -19,9 +19,13 @@ use strideweave::{Carrier, CarrierClass, DType, Error, Value};
 
 use crate::callback_error::park;
 use crate::carrier::{PyCarrier, PyCarrierFacet};
+use crate::composite::{PyCompositeProvider, PyDependentCarrier};
 use crate::convert::{from_value, to_value, type_name};
 use crate::dtype::PyDType;
 use crate::errors::IntoPyResult;
+use crate::kernels::PyKernelProvider;
+use crate::prepared::materialize;
+use crate::routes::PyTransferRoute;
 
 /// The provider state of a carrier of a Python class: its Python instance.
 pub struct PyState {
@@ -43,7 +47,12 @@ fn class_of(class: &Bound<'_, PyType>) -> PyResult<CarrierClass> {
         return Ok(*core);
     }
     let name = class.qualname()?.to_string();
-    let core = CarrierClass::mint(&name, ClassKind::Independent);
+    let kind = if class.is_subclass(&class.py().get_type::<PyDependentCarrier>())? {
+        ClassKind::Dependent
+    } else {
+        ClassKind::Independent
+    };
+    let core = CarrierClass::mint(&name, kind);
     classes.insert(key, (class.clone().unbind(), core));
     Ok(core)
 }
@@ -280,27 +289,99 @@ impl PyStorageProvider {
     }
 }
 
-/// Materializes a finite iterable once into a tuple; `what` names the field.
-fn materialize<'py>(object: &Bound<'py, PyAny>, what: &str) -> PyResult<Bound<'py, PyTuple>> {
-    let iterator = object.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{what} must be an iterable, got {}",
-            type_name(object)
-        ))
-    })?;
-    let items = iterator.collect::<PyResult<Vec<_>>>()?;
-    PyTuple::new(object.py(), items)
+/// The core class a Python carrier class stands for, as a route endpoint or a result class:
+/// a shipped class's own, or the class minted for a Python subclass (see
+/// [`check_concrete`]).
+pub fn core_class_of(class: &Bound<'_, PyAny>, what: &str) -> PyResult<CarrierClass> {
+    check_concrete(class, what)?;
+    let class = class.cast::<PyType>()?;
+    match crate::carrier::native_core_class(class.py(), class)? {
+        Some(native) => Ok(native),
+        None => class_of(class),
+    }
 }
 
-/// The seed's `CarrierDefinition`: one carrier implementation, immutable.
-///
-/// This package accepts the storage provider and facets; `kernels` and `composite` must be
-/// `None` and `transfers` empty until the kernel, transfer and composite records exist.
+/// Checks that `class` is a concrete Carrier class: a shipped class or a Python subclass
+/// other than `Carrier` and `DependentCarrier` (TypeError naming `what` otherwise).
+pub fn check_concrete(class: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+    let py = class.py();
+    let not_concrete = || {
+        PyTypeError::new_err(format!(
+            "{what} must be a concrete Carrier subclass, got {}",
+            describe_class(class)
+        ))
+    };
+    let class = class.cast::<PyType>().map_err(|_| not_concrete())?;
+    if crate::carrier::native_core_class(py, class)?.is_some() {
+        return Ok(());
+    }
+    let base = py.get_type::<PyCarrier>();
+    let dependent = py.get_type::<PyDependentCarrier>();
+    if class.is(&base) || class.is(&dependent) || !class.is_subclass(&base)? {
+        return Err(not_concrete());
+    }
+    Ok(())
+}
+
+/// A class object's name, or the type of a non-class, for messages.
+fn describe_class(object: &Bound<'_, PyAny>) -> String {
+    match object.cast::<PyType>() {
+        Ok(class) => class
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "class".to_owned()),
+        Err(_) => type_name(object),
+    }
+}
+
+/// The core class a kernel pack may target: a Python independent class with a definition.
+/// `Carrier`, an unrelated class, a shipped class, a `DependentCarrier` class or a class
+/// without a definition is a TypeError starting with `label`.
+pub fn pack_target(class: &Bound<'_, PyType>, label: &str) -> PyResult<CarrierClass> {
+    let py = class.py();
+    let base = py.get_type::<PyCarrier>();
+    let name = class.name()?;
+    if class.is(&base) {
+        return Err(PyTypeError::new_err(format!(
+            "{label}: carrier_class must be an exact Carrier subclass, not Carrier itself"
+        )));
+    }
+    if !class.is_subclass(&base)? {
+        return Err(PyTypeError::new_err(format!(
+            "{label}: carrier_class must be a Carrier subclass, got the unrelated class {name}"
+        )));
+    }
+    if crate::carrier::native_core_class(py, class)?.is_some() {
+        return Err(PyTypeError::new_err(format!(
+            "{label}: {name} is a shipped definition-free carrier class and takes no kernel packs"
+        )));
+    }
+    if class.is_subclass(&py.get_type::<PyDependentCarrier>())? {
+        return Err(PyTypeError::new_err(format!(
+            "{label}: {name} is a dependent carrier class; it derives execution from its \
+             dependencies and owns no kernel packs"
+        )));
+    }
+    known_class(class)
+        .filter(|core| core.is_definition_backed())
+        .ok_or_else(|| {
+            PyTypeError::new_err(format!(
+                "{label}: {name} has no carrier definition with a kernel provider"
+            ))
+        })
+}
+
+/// The seed's `CarrierDefinition(storage, kernels=None, transfers=(), composite=None,
+/// facets=())`: one carrier implementation, immutable, its iterables materialized once.
 #[pyclass(name = "CarrierDefinition", module = "strideweave", frozen)]
 pub struct PyCarrierDefinition {
     storage: Py<PyStorageProvider>,
     #[pyo3(get)]
+    kernels: Option<Py<PyKernelProvider>>,
+    #[pyo3(get)]
     transfers: Py<PyTuple>,
+    #[pyo3(get)]
+    composite: Option<Py<PyCompositeProvider>>,
     #[pyo3(get)]
     facets: Py<PyTuple>,
 }
@@ -323,30 +404,61 @@ impl PyCarrierDefinition {
                 type_name(storage)
             ))
         })?;
-        if let Some(kernels) = kernels.filter(|k| !k.is_none()) {
-            return Err(PyTypeError::new_err(format!(
-                "CarrierDefinition kernels must be a KernelProvider or None, got {} \
-                 (KernelProvider is not available in this package yet)",
-                type_name(kernels)
-            )));
-        }
-        if let Some(composite) = composite.filter(|c| !c.is_none()) {
-            return Err(PyTypeError::new_err(format!(
-                "CarrierDefinition composite must be a CompositeProvider or None, got {} \
-                 (CompositeProvider is not available in this package yet)",
-                type_name(composite)
-            )));
-        }
+        let kernels = match kernels.filter(|k| !k.is_none()) {
+            None => None,
+            Some(kernels) => Some(
+                kernels
+                    .cast::<PyKernelProvider>()
+                    .map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "CarrierDefinition kernels must be a KernelProvider or None, got {}",
+                            type_name(kernels)
+                        ))
+                    })?
+                    .clone()
+                    .unbind(),
+            ),
+        };
+        let composite = match composite.filter(|c| !c.is_none()) {
+            None => None,
+            Some(composite) => Some(
+                composite
+                    .cast::<PyCompositeProvider>()
+                    .map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "CarrierDefinition composite must be a CompositeProvider or None, \
+                             got {}",
+                            type_name(composite)
+                        ))
+                    })?
+                    .clone()
+                    .unbind(),
+            ),
+        };
         let transfers = match transfers {
             None => PyTuple::empty(py),
             Some(routes) => materialize(routes, "CarrierDefinition transfers")?,
         };
-        if let Some(route) = transfers.iter().next() {
-            return Err(PyTypeError::new_err(format!(
-                "CarrierDefinition transfers must hold TransferRoute values, got {} \
-                 (TransferRoute is not available in this package yet)",
-                type_name(&route)
-            )));
+        let mut pairs: Vec<(Bound<'_, PyType>, Bound<'_, PyType>)> = Vec::new();
+        for route in transfers.iter() {
+            let route = route.cast::<PyTransferRoute>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "CarrierDefinition transfers must hold TransferRoute values, got {}",
+                    type_name(&route)
+                ))
+            })?;
+            let (source, destination) = route.get().endpoints(py);
+            if pairs
+                .iter()
+                .any(|(s, d)| s.is(&source) && d.is(&destination))
+            {
+                return Err(PyValueError::new_err(format!(
+                    "CarrierDefinition transfers hold two routes from {} to {}",
+                    source.name()?,
+                    destination.name()?
+                )));
+            }
+            pairs.push((source, destination));
         }
         let facets = match facets {
             None => PyTuple::empty(py),
@@ -371,7 +483,9 @@ impl PyCarrierDefinition {
         }
         Ok(PyCarrierDefinition {
             storage: storage.clone().unbind(),
+            kernels,
             transfers: transfers.unbind(),
+            composite,
             facets: facets.unbind(),
         })
     }
@@ -381,24 +495,15 @@ impl PyCarrierDefinition {
     fn storage(&self, py: Python<'_>) -> Py<PyStorageProvider> {
         self.storage.clone_ref(py)
     }
-
-    /// Always `None` in this package (no kernel provider yet).
-    #[getter]
-    fn kernels(&self) -> Option<Py<PyAny>> {
-        None
-    }
-
-    /// Always `None` in this package (no composite provider yet).
-    #[getter]
-    fn composite(&self) -> Option<Py<PyAny>> {
-        None
-    }
 }
 
 /// Binds `definition` to exactly `carrier_class` and returns `None`.
 ///
-/// `carrier_class` must be a Carrier subclass written in Python (not `Carrier`, not a
-/// shipped class); a class is defined once.
+/// `carrier_class` must be a Carrier subclass written in Python (not `Carrier` or
+/// `DependentCarrier`, not a shipped class); a class is defined once. Every route must start
+/// at exactly `carrier_class`; a `DependentCarrier` class needs a composite provider and no
+/// kernel provider, an independent class no composite provider (TypeError, nothing
+/// published).
 #[pyfunction]
 pub fn register_carrier_definition(
     py: Python<'_>,
@@ -419,6 +524,12 @@ pub fn register_carrier_definition(
             class.name()?
         )));
     }
+    if class.is(py.get_type::<PyDependentCarrier>()) {
+        return Err(PyTypeError::new_err(
+            "register_carrier_definition carrier_class must be a concrete subclass of \
+             DependentCarrier, not DependentCarrier itself",
+        ));
+    }
     if crate::carrier::is_native_class(py, class) {
         return Err(PyTypeError::new_err(format!(
             "{} is a shipped carrier class; it cannot take a carrier definition",
@@ -432,8 +543,29 @@ pub fn register_carrier_definition(
         ))
     })?;
     let definition = definition.get();
+    let mut routes = Vec::new();
+    for route in definition.transfers.bind(py).iter() {
+        let route = route.cast::<PyTransferRoute>()?;
+        let (source, _) = route.get().endpoints(py);
+        if !source.is(class) {
+            return Err(PyTypeError::new_err(format!(
+                "the transfer route {} starts at {}, but the definition is registered for {}: \
+                 every route's source class must be exactly the registered class",
+                route.get().route_id(),
+                source.name()?,
+                class.name()?
+            )));
+        }
+        routes.push(route.clone());
+    }
     let storage = definition.storage.get().to_core(py);
     let mut core = CarrierDefinition::new(storage);
+    if let Some(kernels) = &definition.kernels {
+        core = core.with_kernels(kernels.get().core.clone()).py()?;
+    }
+    if let Some(composite) = &definition.composite {
+        core = core.with_composite(composite.get().core.clone()).py()?;
+    }
     let facets = definition.facets.bind(py);
     if !facets.is_empty() {
         let entries = facets
@@ -444,6 +576,13 @@ pub fn register_carrier_definition(
         core = core.with_facets([facets]).py()?;
     }
     let core_class = class_of(class)?;
+    if !routes.is_empty() {
+        let cores = routes
+            .iter()
+            .map(|route| route.get().to_core(py, core_class))
+            .collect::<PyResult<Vec<_>>>()?;
+        core = core.with_transfers(cores).py()?;
+    }
     py.detach(|| core_register(core_class, core)).py()
 }
 

@@ -52,6 +52,14 @@ pub struct PyCarrier {
 }
 
 impl PyCarrier {
+    /// The base part of an object of a Python carrier class, before its construction.
+    pub(crate) fn unconstructed() -> PyCarrier {
+        PyCarrier {
+            inner: OnceLock::new(),
+            facet: OnceLock::new(),
+        }
+    }
+
     fn holding(carrier: Carrier) -> PyCarrier {
         let inner = OnceLock::new();
         let _ = inner.set(carrier);
@@ -685,8 +693,10 @@ pub struct PyCarrierFacet;
 
 #[pymethods]
 impl PyCarrierFacet {
+    /// Takes (and ignores) any arguments, so a subclass's `__init__` may have its own.
     #[new]
-    fn py_new() -> Self {
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn py_new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
         PyCarrierFacet
     }
 }
@@ -809,6 +819,28 @@ impl PyAwaitResidency {
     }
 }
 
+/// The core class of one of the extension module's shipped carrier classes; `None` for
+/// any other class.
+pub fn native_core_class(
+    py: Python<'_>,
+    class: &Bound<'_, PyType>,
+) -> PyResult<Option<strideweave::CarrierClass>> {
+    use strideweave::CarrierClass;
+    Ok(if class.is(py.get_type::<PyCpu>()) {
+        Some(CarrierClass::of::<Cpu>())
+    } else if class.is(py.get_type::<PyGeneric>()) {
+        Some(CarrierClass::of::<Generic>())
+    } else if class.is(py.get_type::<PyFileBacked>()) {
+        Some(CarrierClass::of::<FileBacked>())
+    } else if class.is(py.get_type::<PyEvictable>()) {
+        Some(CarrierClass::of::<Evictable>())
+    } else if class.is(py.get_type::<PyTiledEvictable>()) {
+        Some(TiledEvictable::class().py()?)
+    } else {
+        None
+    })
+}
+
 /// Whether `class` is one of the extension module's own carrier classes.
 pub fn is_native_class(py: Python<'_>, class: &Bound<'_, PyType>) -> bool {
     [
@@ -826,11 +858,25 @@ pub fn is_native_class(py: Python<'_>, class: &Bound<'_, PyType>) -> bool {
 /// One executable operation plan a carrier declares.
 #[pyclass(name = "OperationCapability", module = "strideweave", frozen)]
 pub struct PyOperationCapability {
-    inner: strideweave::operation::OperationCapability,
+    pub(crate) inner: strideweave::operation::OperationCapability,
 }
 
 #[pymethods]
 impl PyOperationCapability {
+    /// `OperationCapability(operation, operands, accumulator=None)`: the plan central
+    /// planning resolves for the built-in `operation` on `operands` (each a `DType` for a
+    /// tensor operand, or a scalar for a weak one).
+    #[new]
+    #[pyo3(signature = (operation, operands, accumulator=None))]
+    fn py_new(
+        operation: &Bound<'_, PyAny>,
+        operands: &Bound<'_, PyAny>,
+        accumulator: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let inner = crate::invocation::capability_of(operation, operands, accumulator)?;
+        Ok(PyOperationCapability { inner })
+    }
+
     /// The operation's name.
     #[getter]
     fn operation(&self) -> String {

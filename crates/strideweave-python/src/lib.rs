@@ -17,6 +17,12 @@ mod residency;
 mod tensor;
 mod tiny;
 
+mod composite;
+mod invocation;
+mod kernels;
+mod prepared;
+mod routes;
+
 use pyo3::prelude::*;
 
 #[pymodule]
@@ -96,5 +102,30 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<residency::PyResidencyPolicy>()?;
     m.add_class::<block_device::PyBlockDevice>()?;
     m.add_class::<block_device::PyBlockDeviceCarrier>()?;
+    add_kernel_extension(m)?;
+    Ok(())
+}
+
+/// The kernel, transfer and composite halves of the carrier extension.
+fn add_kernel_extension(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<invocation::PyOperationDefinition>()?;
+    m.add_class::<invocation::PyResolvedInvocation>()?;
+    m.add_class::<invocation::PyResultSpec>()?;
+    m.add_function(wrap_pyfunction!(invocation::operation_definition, m)?)?;
+    m.add_class::<prepared::PyUnsupported>()?;
+    m.add_class::<prepared::PyProviderResult>()?;
+    m.add_class::<kernels::PyKernelExecutionInterface>()?;
+    m.add_class::<kernels::PyPreparedKernel>()?;
+    m.add_class::<kernels::PyKernelPattern>()?;
+    m.add_class::<kernels::PyKernelProvider>()?;
+    m.add_class::<kernels::PyKernelPack>()?;
+    m.add_function(wrap_pyfunction!(kernels::register_kernel_pack, m)?)?;
+    m.add_class::<routes::PyTransferRequest>()?;
+    m.add_class::<routes::PyPreparedTransfer>()?;
+    m.add_class::<routes::PyTransferProvider>()?;
+    m.add_class::<routes::PyTransferRoute>()?;
+    m.add_class::<composite::PyDependentCarrier>()?;
+    m.add_class::<composite::PyCompositeProvider>()?;
+    m.add_class::<composite::PyPreparedComposite>()?;
     Ok(())
 }

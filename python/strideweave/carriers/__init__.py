@@ -3,6 +3,7 @@
 from .._native import (
     CPU as CPU,
     Carrier as Carrier,
+    DependentCarrier as DependentCarrier,
     Evictable as Evictable,
     FileBacked as FileBacked,
     Generic as Generic,
@@ -14,6 +15,7 @@ from .._native import (
 __all__ = [
     "CPU",
     "Carrier",
+    "DependentCarrier",
     "Evictable",
     "FileBacked",
     "Generic",

@@ -1,10 +1,11 @@
 """The carrier-extension surface (the seed's ``strideweave.carriers.extension``).
 
-This module holds the parts of the surface the package provides so far: ``CarrierDefinition``,
-``StorageProvider``, ``register_carrier_definition`` and the ``CarrierFacet`` marker base (the
-same objects as the top-level names), and the structural ``ProviderCompletion`` protocol. The
-kernel, transfer, composite and prepared-work records and ``register_kernel_pack`` are not
-provided yet (docs/python.md lists what is missing).
+Every name the seed lists for this module is here: the definition and provider records, the
+prepared-work records, ``Unsupported``, ``ProviderResult``, ``TransferRequest``, the two
+registration functions (the same objects as the top-level names), and the structural
+``ProviderCompletion`` protocol. ``DependentCarrier``, ``OperationCapability``,
+``OperationDefinition``, ``operation_definition``, ``ResolvedInvocation`` and ``ResultSpec``
+are here too, since kernel and composite providers work with them.
 """
 
 from typing import Protocol, TypeVar, runtime_checkable
@@ -14,6 +15,28 @@ from .._native import (
     CarrierFacet as CarrierFacet,
     StorageProvider as StorageProvider,
     register_carrier_definition as register_carrier_definition,
+)
+from .._native import (
+    CompositeProvider as CompositeProvider,
+    DependentCarrier as DependentCarrier,
+    KernelExecutionInterface as KernelExecutionInterface,
+    KernelPack as KernelPack,
+    KernelPattern as KernelPattern,
+    KernelProvider as KernelProvider,
+    OperationCapability as OperationCapability,
+    OperationDefinition as OperationDefinition,
+    PreparedComposite as PreparedComposite,
+    PreparedKernel as PreparedKernel,
+    PreparedTransfer as PreparedTransfer,
+    ProviderResult as ProviderResult,
+    ResolvedInvocation as ResolvedInvocation,
+    ResultSpec as ResultSpec,
+    TransferProvider as TransferProvider,
+    TransferRequest as TransferRequest,
+    TransferRoute as TransferRoute,
+    Unsupported as Unsupported,
+    operation_definition as operation_definition,
+    register_kernel_pack as register_kernel_pack,
 )
 
 T_co = TypeVar("T_co", covariant=True)
@@ -43,4 +66,26 @@ __all__ = [
     "ProviderCompletion",
     "StorageProvider",
     "register_carrier_definition",
+]
+__all__ += [
+    "CompositeProvider",
+    "DependentCarrier",
+    "KernelExecutionInterface",
+    "KernelPack",
+    "KernelPattern",
+    "KernelProvider",
+    "OperationCapability",
+    "OperationDefinition",
+    "PreparedComposite",
+    "PreparedKernel",
+    "PreparedTransfer",
+    "ProviderResult",
+    "ResolvedInvocation",
+    "ResultSpec",
+    "TransferProvider",
+    "TransferRequest",
+    "TransferRoute",
+    "Unsupported",
+    "operation_definition",
+    "register_kernel_pack",
 ]
