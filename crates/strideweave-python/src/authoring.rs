@@ -2,8 +2,11 @@
 //! `register_carrier_definition`, and the construction of a registered Python class.
 //!
 //! A Python carrier class registered with a definition gets a core class of its own
-//! (`CarrierClass::mint`); the core's provider state of each carrier is the Python instance
-//! itself, so every storage callback receives that exact instance.
+//! (`CarrierClass::mint`, dependent for a `DependentCarrier` subclass); the core's provider
+//! state of each carrier is the Python instance itself, so every storage and composite
+//! callback receives that exact instance. Registration assembles the core definition from
+//! the Python records: storage, kernel provider (crate::kernels), transfer routes
+//! (crate::routes), composite provider (crate::composite) and facets.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
