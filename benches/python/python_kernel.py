@@ -12,7 +12,7 @@ target is a share of at most 2x the direct cost.
 """
 
 import timeit
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Tuple
 
 import strideweave as sw
 from strideweave.carriers import extension as ext
@@ -61,9 +61,14 @@ def prepare(invocation: Any, interface: Any) -> Any:
     return ext.PreparedKernel(interface, submit)
 
 
-def best_ns(run: Callable[[], object], number: int = 5000, repeat: int = 9) -> float:
-    """The best per-call time of `run`, in nanoseconds."""
-    return min(timeit.repeat(run, number=number, repeat=repeat)) / number * 1e9
+def best_pair_ns(first: Callable[[], object], second: Callable[[], object], number: int = 2000, repeat: int = 15) -> Tuple[float, float]:
+    """The best per-call times of `first` and `second`, in nanoseconds, timed alternately
+    (repeat after repeat) so that a change in the machine's load affects both alike."""
+    times: Tuple[List[float], List[float]] = ([], [])
+    for _ in range(repeat):
+        for run, into in ((first, times[0]), (second, times[1])):
+            into.append(timeit.timeit(run, number=number) / number * 1e9)
+    return min(times[0]), min(times[1])
 
 
 def registered(name: str, kernel: Any) -> Any:
@@ -99,8 +104,7 @@ def main() -> None:
     def through_the_framework() -> object:
         return sw.neg(y)
 
-    ours = best_ns(through_the_framework)
-    base = best_ns(direct)
+    ours, base = best_pair_ns(through_the_framework, direct)
     share = ours - base
     print(f"{'case':<44} {'ns':>9}")
     print(f"{'sw.neg(x), Python carrier and kernel':<44} {ours:>9.0f}")

@@ -461,13 +461,13 @@ def test_an_incomplete_completion_is_waited_on_and_its_result_published() -> Non
             completions.append(completion)
             assert isinstance(completion, ext.ProviderCompletion)
             assert completion.done is False
+            threading.Timer(0.05, release.set).start()
             return completion
 
         return ext.PreparedKernel(interface, submit)
 
     cls, _ = kernel_class("AsyncKernelCarrier", [neg_pattern("async", 0, prepare)])
     x = filled(cls, [1.0, 2.0])
-    threading.Timer(0.05, release.set).start()
     y = run_bounded(lambda: sw.neg(x))
     assert values_of(y) == [-1.0, -2.0]
     (completion,) = completions
