@@ -700,3 +700,33 @@ def test_kernel_definitions_are_refused_on_a_dependent_class_with_nothing_publis
         sw.register_carrier_definition(dependent, sw.CarrierDefinition(ListStorage().provider(), kernels=provider))
     with pytest.raises(TypeError, match="has no carrier definition"):
         dependent(1, dtype=F32)
+
+
+def test_a_pack_registration_race_has_exactly_one_winner() -> None:
+    ring = RingInterface()
+    cls, _ = kernel_class("RacedPackCarrier", [neg_pattern()], ring)
+    barrier = threading.Barrier(6)
+    outcomes: List[Any] = []
+    lock = threading.Lock()
+
+    def register(k: int) -> None:
+        pack = sw.KernelPack("race", "1", cls, ring, [neg_pattern(f"race-{k}")])
+        barrier.wait(timeout=30)
+        try:
+            sw.register_kernel_pack(pack)
+            outcome: Any = "won"
+        except ValueError as error:
+            outcome = error
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=register, args=(k,)) for k in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+    assert outcomes.count("won") == 1
+    losers = [o for o in outcomes if o != "won"]
+    assert len(losers) == 5 and all("is already registered on RacedPackCarrier" in str(o) for o in losers)
+    assert len(filled(cls, [1.0]).carrier.capabilities()) == 1
