@@ -648,6 +648,7 @@ def test_register_kernel_pack_refuses_every_ineligible_target() -> None:
         (int, "carrier_class must be a Carrier subclass, got the unrelated class int"),
         (sw.CPU, "CPU is a shipped definition-free carrier class and takes no kernel packs"),
         (sw.TiledEvictable, "TiledEvictable is a shipped definition-free carrier class"),
+        (sw.BlockDeviceCarrier, "BlockDeviceCarrier is a shipped definition-free carrier class"),
         (dependent, "DependentTarget is a dependent carrier class"),
         (undefined, "UndefinedTarget has no carrier definition with a kernel provider"),
         (storage_only, "StorageOnlyTarget is a storage-only carrier class"),

@@ -836,6 +836,8 @@ pub fn native_core_class(
         Some(CarrierClass::of::<Evictable>())
     } else if class.is(py.get_type::<PyTiledEvictable>()) {
         Some(TiledEvictable::class().py()?)
+    } else if class.is(py.get_type::<crate::block_device::PyBlockDeviceCarrier>()) {
+        Some(CarrierClass::of::<strideweave::carriers::BlockDeviceCarrier>())
     } else {
         None
     })
