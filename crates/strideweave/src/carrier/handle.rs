@@ -103,6 +103,7 @@ impl Carrier {
         if let Some(snapshot) = DefinitionFreeCarrier::instance_capabilities(&body) {
             let _ = reach.set(snapshot);
         }
+        super::construction_count::count_construction();
         let inner: Arc<Inner> = Arc::new(Inner {
             class,
             authority,
@@ -127,6 +128,7 @@ impl Carrier {
         dtype: DType,
         mutable: bool,
     ) -> Carrier {
+        super::construction_count::count_construction();
         let inner: Arc<Inner> = Arc::new(Inner {
             class,
             authority,

@@ -7,6 +7,7 @@
 //! [`register_operation_capabilities`].
 
 mod class;
+mod construction_count;
 mod definition_free;
 mod facet;
 mod handle;
@@ -20,6 +21,7 @@ pub use crate::operation::{
     require_capability, supports_operation_plan, unsupported_plan_reason,
 };
 pub use class::{CarrierClass, CarrierType, ClassKind, ClassOrigin};
+pub use construction_count::constructed_on_this_thread;
 pub use definition_free::DefinitionFreeCarrier;
 pub(crate) use definition_free::{ErasedCarrier, MovementHooks};
 pub use facet::CarrierFacet;
