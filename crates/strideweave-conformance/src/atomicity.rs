@@ -1,19 +1,23 @@
 //! Failure atomicity: a failure injected at each of the carrier's own fault points, at each
 //! pass an action makes through it, publishes nothing (seed: provider exceptions "SHALL
 //! propagate without changing Tensor metadata, public versions, ownership, or graph state").
+//! Without fault points the suite still provokes the failures it can reach from outside: a
+//! checked Int32 kernel of the carrier's own that overflows, and a move whose other end (the
+//! suite's definition-free Tripwire) fails half way.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use strideweave::carriers::Cpu;
 use strideweave::movement::move_to;
-use strideweave::operation::call;
-use strideweave::{Carrier, Result, Shape, Tensor, Value};
+use strideweave::operation::{call, Accumulation, Arithmetic};
+use strideweave::{Carrier, DType, ErrorKind, Result, Shape, Tensor, Value};
 
-use crate::cases::Template;
-use crate::faults::FaultInjector;
+use crate::cases::{dense, Arg, Placement, Template};
+use crate::faults::FaultHook;
 use crate::operations::{build, changed, operand_carriers, prototype, snapshots};
-use crate::support::{Check, Context, Result2};
+use crate::support::{Check, Context, Result2, Snapshot};
+use crate::tripwire::Tripwire;
 
 /// How many passes through one point the suite fails in turn, per action.
 const MAX_PASSES: u64 = 12;
@@ -33,14 +37,247 @@ fn keep() -> Result<()> {
 }
 
 pub(crate) fn failures(cx: &mut Context<'_>) -> Check {
-    let Some(faults) = cx.factory.faults().cloned() else {
-        cx.not_applicable = Some(
-            "the factory offers no FaultInjector, so no failure can be injected through the \
-             carrier's own callbacks"
+    let dtype = cx.storable()?[0];
+    let overflows = overflows(cx)?;
+    let move_ends = failing_move_ends(cx, dtype)?;
+    let factory = cx.factory;
+    match factory.faults() {
+        Some(faults) => injected(cx, faults)?,
+        None if overflows + move_ends == 0 => {
+            cx.not_applicable = Some(
+                "no failure can be provoked in this carrier: the factory gives no fault points \
+                 (Factory::with_faults: a FaultInjector its callbacks consult, or a FaultHook \
+                 bridging the carrier's own fault mechanism), it advertises no checked Int32 \
+                 operation whose overflow would fail its own kernel, and it has no move route \
+                 to or from a definition-free carrier whose reads or writes could fail"
+                    .into(),
+            );
+        }
+        None => cx.notes.push(
+            "no fault points: the factory gives no FaultHook, so no failure is injected inside \
+             the carrier's storage or kernel callbacks; only the provoked failures above ran"
                 .into(),
+        ),
+    }
+    Ok(())
+}
+
+/// Whether `plan` is checked Int32 arithmetic, which fails with Overflow when a result
+/// leaves the Int32 range.
+fn checked(plan: &strideweave::operation::OperationPlan) -> bool {
+    plan.output() == DType::INT32
+        && (plan.compute() == Arithmetic::Int32ExactChecked
+            || plan.accumulation() == Some(Accumulation::ExactInteger))
+}
+
+/// Slot values of `template` under `geometry` whose last results leave the Int32 range:
+/// every element at the last mode-0 coordinate is the Int32 maximum (the minimum for `neg`,
+/// `abs` and the first operand of `sub`), the others small.
+fn overflowing(
+    cx: &mut Context<'_>,
+    template: &Template,
+    geometry: &[Placement],
+) -> Result2<Vec<Vec<Value>>> {
+    let mut all = Vec::new();
+    for (i, placement) in geometry.iter().enumerate() {
+        let slots = template.slot_values(i, placement, &mut cx.rng);
+        let mut slots = cx.ok(slots, || "laying out operands".into())?;
+        if template.args[i] == Arg::Tensor(DType::INT32) {
+            let layout = cx.ok(placement.layout(), || "a layout".into())?;
+            let big = if i == 0 && matches!(template.builtin.name(), "sub" | "neg" | "abs") {
+                i32::MIN
+            } else {
+                i32::MAX
+            };
+            let rows = placement.extents[0];
+            for element in (0..placement.size()).filter(|e| e % rows == rows - 1) {
+                let slot = cx.ok(layout.index_of(element).map_err(Into::into), || {
+                    "an element's slot".into()
+                })?;
+                slots[placement.offset + slot] = Value::Int(big.into());
+            }
+        }
+        all.push(slots);
+    }
+    Ok(all)
+}
+
+/// Every advertised checked Int32 plan, called on values whose last results overflow where
+/// the Generic reference says they do: the carrier's own kernel must fail with Overflow and
+/// change no operand. Returns how many ran.
+fn overflows(cx: &mut Context<'_>) -> Result2<usize> {
+    let capabilities = prototype(cx)?.capabilities();
+    let mut ran = 0;
+    for capability in capabilities.iter() {
+        let plan = capability.plan();
+        if !checked(plan) {
+            continue;
+        }
+        let Some(template) = Template::for_plan(plan) else {
+            continue;
+        };
+        let Some(geometry) = template.geometries().into_iter().rev().find(|g| dense(g)) else {
+            continue;
+        };
+        let slots = overflowing(cx, &template, &geometry)?;
+        match template.reference(&geometry, &slots) {
+            Err(error) if error.kind() == ErrorKind::Overflow => {}
+            _ => continue,
+        }
+        let factory = cx.factory;
+        let operands = cx.ok(
+            template.operands(&geometry, &slots, &|d, v, offset, layout| {
+                factory.tensor(d, v, offset, layout)
+            }),
+            || format!("building the operands of {}", template.describe(&geometry)),
+        )?;
+        let carriers = operand_carriers(&operands);
+        let before = snapshots(cx, &carriers)?;
+        let what = format!(
+            "{} on Int32 values whose last results leave the Int32 range",
+            template.describe(&geometry)
         );
-        return Ok(());
-    };
+        match call(template.builtin.name(), operands, &template.options()) {
+            Err(error) if error.kind() == ErrorKind::Overflow => {}
+            Ok(results) => {
+                let got = results
+                    .first()
+                    .and_then(|r| r.to_values().ok())
+                    .and_then(|v| v.last().copied());
+                return Err(cx.broken(format!(
+                    "{what} returned a result (last element {}) instead of failing with \
+                     Overflow; its plan {plan} is checked Int32 arithmetic",
+                    got.map_or_else(|| "unreadable".into(), |v| v.to_string())
+                )));
+            }
+            Err(error) => {
+                return Err(cx.broken(format!(
+                    "{what} failed with a {:?} error where Overflow was due: {error}",
+                    error.kind()
+                )))
+            }
+        }
+        if let Some(change) = changed(cx, &carriers, &before)? {
+            return Err(cx.broken(format!(
+                "{what} failed with Overflow but changed state: {change}"
+            )));
+        }
+        ran += 1;
+    }
+    if ran > 0 {
+        cx.notes.push(format!(
+            "{ran} checked Int32 plans failed in the carrier's own kernel (overflow) and \
+             published nothing"
+        ));
+    }
+    Ok(ran)
+}
+
+/// A snapshot, as a broken promise when the carrier cannot be read.
+fn snapshot(cx: &Context<'_>, carrier: &Carrier, what: &str) -> Result2<Snapshot> {
+    cx.ok(Snapshot::of(carrier), || format!("reading {what}"))
+}
+
+/// Moves between the class under test and a Tripwire that fails its third write (as a
+/// destination) or its third read (as a source): the move fails, neither end changes, the
+/// source stays live, and the same move succeeds once the tripwire is disarmed. Returns how
+/// many directions had a route.
+fn failing_move_ends(cx: &mut Context<'_>, dtype: DType) -> Result2<usize> {
+    let values = cx.rng.values(dtype, 5);
+    let zeros = vec![dtype.zero().unwrap_or(Value::Bool(false)); 5];
+    let shape = Shape::new(5).map_err(|e| cx.broken(e))?;
+    let mut routes = 0;
+
+    let source = cx.carrier(dtype, &values)?;
+    let tensor = cx.ok(Tensor::compact(source.clone(), shape.clone()), || {
+        "a tensor".into()
+    })?;
+    let (wire, trigger) = cx.ok(Tripwire::carrier(dtype, &zeros), || "a Tripwire".into())?;
+    let (before, wire_before) = (
+        snapshot(cx, &source, "the source")?,
+        snapshot(cx, &wire, "the Tripwire")?,
+    );
+    trigger.fail_write_after(2);
+    let outcome = move_to(&tensor, &wire);
+    let fired = trigger.disarm();
+    match outcome {
+        Err(error) if error.kind() == ErrorKind::NotImplemented && !fired => {}
+        Err(error) => {
+            routes += 1;
+            let what = "a move to a definition-free carrier whose third write fails";
+            cx.ensure(fired, || {
+                format!("{what} failed before reaching it: {error}")
+            })?;
+            if let Some(change) = before.difference(&snapshot(cx, &source, "the source")?) {
+                return Err(cx.broken(format!("{what} failed but changed its source: {change}")));
+            }
+            if let Some(change) = wire_before.difference(&snapshot(cx, &wire, "the Tripwire")?) {
+                return Err(cx.broken(format!(
+                    "{what} failed but left its destination changed: {change}"
+                )));
+            }
+            let moved = cx.ok(move_to(&tensor, &wire), || {
+                format!("the same move after {what}")
+            })?;
+            let got = cx.ok(moved.to_values(), || "reading the moved tensor".into())?;
+            cx.ensure(got == before.values, || {
+                format!(
+                    "after {what}, the retried move carried {got:?}, not {:?}",
+                    before.values
+                )
+            })?;
+        }
+        Ok(_) => routes += 1,
+    }
+
+    let (wire, trigger) = cx.ok(Tripwire::carrier(dtype, &values), || "a Tripwire".into())?;
+    let from_wire = cx.ok(Tensor::compact(wire.clone(), shape), || "a tensor".into())?;
+    let destination = cx.carrier(dtype, &zeros)?;
+    let untouched = snapshot(cx, &destination, "the destination")?;
+    trigger.fail_read_after(2);
+    let outcome = move_to(&from_wire, &destination);
+    let fired = trigger.disarm();
+    match outcome {
+        Err(error) if error.kind() == ErrorKind::NotImplemented && !fired => {}
+        Err(error) => {
+            routes += 1;
+            let what = "a move from a definition-free carrier whose third read fails";
+            cx.ensure(fired, || {
+                format!("{what} failed before reaching it: {error}")
+            })?;
+            let after = snapshot(cx, &destination, "the destination")?;
+            if let Some(change) = untouched.difference(&after) {
+                return Err(cx.broken(format!(
+                    "{what} failed but changed its destination: {change}"
+                )));
+            }
+            cx.ensure(!wire.is_released(), || {
+                format!("{what} failed but released its source")
+            })?;
+            let moved = cx.ok(move_to(&from_wire, &destination), || {
+                format!("the same move after {what}")
+            })?;
+            let got = cx.ok(moved.to_values(), || "reading the moved tensor".into())?;
+            let want: Vec<Value> = values
+                .iter()
+                .map(|v| dtype.normalize(*v).unwrap_or(*v))
+                .collect();
+            cx.ensure(got == want, || {
+                format!("after {what}, the retried move carried {got:?}, not {want:?}")
+            })?;
+        }
+        Ok(_) => routes += 1,
+    }
+    if routes > 0 {
+        cx.notes.push(format!(
+            "{routes} moves with a definition-free end failing half way left both ends unchanged"
+        ));
+    }
+    Ok(routes)
+}
+
+/// The failures injected through the factory's fault points.
+fn injected(cx: &mut Context<'_>, faults: &dyn FaultHook) -> Check {
     let storable = cx.storable()?;
     let dtype = storable[0];
     let mut actions: Vec<Action<'_>> = Vec::new();
@@ -121,7 +358,7 @@ pub(crate) fn failures(cx: &mut Context<'_>) -> Check {
     let mut fired = 0;
     for point in faults.points() {
         for action in &actions {
-            fired += fail_each_pass(cx, &faults, point, action)?;
+            fired += fail_each_pass(cx, faults, point, action)?;
         }
     }
     cx.notes.push(format!(
@@ -135,7 +372,7 @@ pub(crate) fn failures(cx: &mut Context<'_>) -> Check {
 /// Fails `action` at each pass through `point` in turn; returns how many failures fired.
 fn fail_each_pass(
     cx: &Context<'_>,
-    faults: &FaultInjector,
+    faults: &dyn FaultHook,
     point: &'static str,
     action: &Action<'_>,
 ) -> Result2<u64> {
@@ -143,7 +380,9 @@ fn fail_each_pass(
     for skip in 0..MAX_PASSES {
         let watched = (action.watched)();
         let before = snapshots(cx, &watched)?;
-        cx.ok(faults.arm(point, skip), || format!("arming '{point}'"))?;
+        if !cx.ok(faults.arm(point, skip), || format!("arming '{point}'"))? {
+            break;
+        }
         let outcome = (action.run)();
         let reached = faults.disarm();
         cx.ok((action.refresh)(), || {

@@ -289,4 +289,15 @@ impl Placement {
     pub(crate) fn size(&self) -> usize {
         self.extents.iter().product()
     }
+
+    /// Whether the operand is dense and canonical at offset 0 (a kernel may decline the
+    /// other placements at run time, never these).
+    pub(crate) fn is_dense(&self) -> bool {
+        self.gap == 1 && self.offset == 0 && self.order.iter().enumerate().all(|(i, &k)| i == k)
+    }
+}
+
+/// Whether every operand of `geometry` is dense and canonical.
+pub(crate) fn dense(geometry: &[Placement]) -> bool {
+    geometry.iter().all(Placement::is_dense)
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use strideweave::{Carrier, DType, Layout, Result, Tensor, Value};
 
-use crate::faults::FaultInjector;
+use crate::faults::FaultHook;
 
 /// The carrier class under test, as the suite sees it: a source of fresh carriers plus
 /// optional hooks for fault injection and tolerances.
@@ -54,10 +54,11 @@ pub trait CarrierFactory {
         false
     }
 
-    /// The fault injector the class's own callbacks consult, when they do: the suite arms
-    /// each of its points in turn and checks that the failure publishes nothing. `None`
-    /// (the default) leaves the failure-injection promise unchecked, and the report says so.
-    fn faults(&self) -> Option<&FaultInjector> {
+    /// The fault points the class's own callbacks consult, when they do: the suite arms
+    /// each of them in turn and checks that the failure publishes nothing. `None` (the
+    /// default) leaves only the failures the suite can provoke without the carrier's help
+    /// (an overflowing checked Int32 kernel, a failing move endpoint), and the report says so.
+    fn faults(&self) -> Option<&dyn FaultHook> {
         None
     }
 
@@ -94,7 +95,7 @@ pub struct Factory {
     tensor: Option<Arc<TensorFn>>,
     min_slots: usize,
     fixed_extent_factories: bool,
-    faults: Option<FaultInjector>,
+    faults: Option<Arc<dyn FaultHook>>,
     tolerances: HashMap<String, (f64, f64)>,
 }
 
@@ -139,9 +140,10 @@ impl Factory {
         self
     }
 
-    /// This factory with `faults`, the injector its carriers' callbacks consult.
-    pub fn with_faults(mut self, faults: FaultInjector) -> Factory {
-        self.faults = Some(faults);
+    /// This factory with `faults`, the fault points its carriers' callbacks consult (a
+    /// [`FaultInjector`](crate::FaultInjector), or a bridge to the carrier's own mechanism).
+    pub fn with_faults(mut self, faults: impl FaultHook + 'static) -> Factory {
+        self.faults = Some(Arc::new(faults));
         self
     }
 
@@ -183,8 +185,8 @@ impl CarrierFactory for Factory {
         self.fixed_extent_factories
     }
 
-    fn faults(&self) -> Option<&FaultInjector> {
-        self.faults.as_ref()
+    fn faults(&self) -> Option<&dyn FaultHook> {
+        self.faults.as_deref()
     }
 
     fn tolerance(&self, operation: &str) -> (f64, f64) {

@@ -1,4 +1,5 @@
-//! [`FaultInjector`]: named failure points a carrier's own callbacks consult.
+//! [`FaultHook`]: how the suite arms a failure inside a carrier's own callbacks, and
+//! [`FaultInjector`], the named failure points an author's callbacks consult.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,15 +16,35 @@ struct Points {
     armed: Option<(&'static str, u64)>,
 }
 
+/// What the suite needs of a carrier's fault mechanism: named points it can arm to fail once
+/// and disarm, learning whether the failure fired.
+///
+/// [`FaultInjector`] is the suite's own (an author's callbacks call
+/// [`check`](FaultInjector::check)); a carrier with a fault mechanism of its own (a GPU
+/// device's injected wgpu errors) bridges it by implementing this trait, and hands it to
+/// [`Factory::with_faults`](crate::Factory::with_faults).
+pub trait FaultHook: Send + Sync {
+    /// The point names, in the order the suite arms them.
+    fn points(&self) -> Vec<&'static str>;
+
+    /// Arms `point` to fail once, at its pass number `skip + 1` from now. `Ok(false)` when
+    /// the mechanism cannot let passes through first (one that fails only "the next call"
+    /// answers false for every `skip > 0`); the suite then stops at the passes it reached.
+    /// An unknown point is a Value error.
+    fn arm(&self, point: &str, skip: u64) -> Result<bool>;
+
+    /// Disarms the armed point and says whether its failure fired (false: the action never
+    /// reached it, and nothing stays armed).
+    fn disarm(&self) -> bool;
+}
+
 /// A set of named failure points shared by a carrier's callbacks and the suite.
 ///
 /// The author calls [`check`](FaultInjector::check) at the start of each callback it wants
 /// tested (`faults.check("write")?`): it counts the pass and, when the suite has armed that
 /// point, fails once with a Runtime error naming it. The suite arms every declared point in
 /// turn around each action (a write, each advertised operation, a move) and checks the seed's
-/// promise that provider failures publish nothing: no value and no version changes. The
-/// counts also let the suite see that a refused plan allocated nothing (the point named
-/// [`ALLOCATE`](FaultInjector::ALLOCATE)).
+/// promise that provider failures publish nothing: no value and no version changes.
 ///
 /// Cloning shares the points.
 #[derive(Clone, Default)]
@@ -32,7 +53,8 @@ pub struct FaultInjector {
 }
 
 impl FaultInjector {
-    /// The conventional name of the point a storage `allocate` callback checks.
+    /// The conventional name of the point a storage `allocate` callback checks (its passes
+    /// are the class's allocations, [`reached`](FaultInjector::reached)).
     pub const ALLOCATE: &'static str = "allocate";
 
     /// An injector with the failure points `points` (their order is the order the suite
@@ -102,5 +124,19 @@ impl FaultInjector {
     /// How often `point` was passed (0 for an undeclared point).
     pub fn reached(&self, point: &str) -> u64 {
         self.points.lock().reached.get(point).copied().unwrap_or(0)
+    }
+}
+
+impl FaultHook for FaultInjector {
+    fn points(&self) -> Vec<&'static str> {
+        FaultInjector::points(self)
+    }
+
+    fn arm(&self, point: &str, skip: u64) -> Result<bool> {
+        FaultInjector::arm(self, point, skip).map(|()| true)
+    }
+
+    fn disarm(&self) -> bool {
+        FaultInjector::disarm(self)
     }
 }

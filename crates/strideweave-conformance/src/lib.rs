@@ -34,9 +34,10 @@ mod operations;
 mod report;
 mod storage;
 mod support;
+mod tripwire;
 
 pub use factory::{default_tolerance, CarrierFactory, Factory};
-pub use faults::FaultInjector;
+pub use faults::{FaultHook, FaultInjector};
 pub use report::{Broken, Outcome, Promise, Report, Verdict};
 
 use support::Context;

@@ -3,11 +3,11 @@
 //! Capabilities and Dispatch; seed: "Kernel patterns are authoritative and deterministically
 //! selected").
 
+use strideweave::carrier::constructed_on_this_thread;
 use strideweave::operation::{call, Builtin, Operand};
 use strideweave::{Carrier, DType, Error, Tensor, Value};
 
-use crate::cases::{Arg, Placement, Template};
-use crate::faults::FaultInjector;
+use crate::cases::{dense, Arg, Placement, Template};
 use crate::support::{close, Check, Context, Result2, Snapshot};
 
 /// The carriers of a call's tensor operands.
@@ -167,15 +167,21 @@ pub(crate) fn advertised(cx: &mut Context<'_>) -> Check {
             continue;
         };
         let geometries = template.geometries();
+        let mut declined = Vec::new();
         for geometry in &geometries {
             let (operands, slots) = build(cx, &template, geometry)?;
             let carriers = operand_carriers(&operands);
             let before = snapshots(cx, &carriers)?;
             let what = template.describe(geometry);
-            let results = cx.ok(
-                call(template.builtin.name(), operands, &template.options()),
-                || format!("{what}, advertised as {capability},"),
-            )?;
+            let results = match call(template.builtin.name(), operands, &template.options()) {
+                // Kernels may decline a layout at run time (seed: "Prefer an optimized kernel
+                // with fallback"); that refusal's atomicity is the refusal promise's.
+                Err(Error::UnsupportedOperationPlan(_)) if !dense(geometry) => {
+                    declined.push(what);
+                    continue;
+                }
+                other => cx.ok(other, || format!("{what}, advertised as {capability},"))?,
+            };
             let reference = cx.ok(template.reference(geometry, &slots), || {
                 format!("the Generic reference of {what}")
             })?;
@@ -185,8 +191,13 @@ pub(crate) fn advertised(cx: &mut Context<'_>) -> Check {
             }
         }
         cx.notes.push(format!(
-            "ran {capability} on {} geometries",
-            geometries.len()
+            "ran {capability} on {} geometries{}",
+            geometries.len() - declined.len(),
+            if declined.is_empty() {
+                String::new()
+            } else {
+                format!("; declined at run time: {}", declined.join(", "))
+            }
         ));
     }
     Ok(())
@@ -250,9 +261,61 @@ fn probes(storable: &[DType]) -> Vec<Template> {
     probes
 }
 
+/// One refusal: the call must fail with `UnsupportedOperationPlan`, construct no carrier and
+/// change no operand. `advertised` says whether the plan is advertised (a run-time decline,
+/// where running is also acceptable) or not (the capability gate must refuse it).
+fn refuse(
+    cx: &mut Context<'_>,
+    template: &Template,
+    geometry: &[Placement],
+    advertised: bool,
+) -> Result2<bool> {
+    let plan = cx.ok(template.plan(), || "planning".into())?;
+    let (operands, _) = build(cx, template, geometry)?;
+    let carriers = operand_carriers(&operands);
+    let before = snapshots(cx, &carriers)?;
+    let what = template.describe(geometry);
+    let constructed = constructed_on_this_thread();
+    let outcome = call(template.builtin.name(), operands, &template.options());
+    let built = constructed_on_this_thread() - constructed;
+    match outcome {
+        Err(Error::UnsupportedOperationPlan(_)) => {}
+        Ok(_) | Err(_) if advertised => return Ok(false),
+        Ok(_) => {
+            return Err(cx.broken(format!(
+                "{what} ran although the carrier does not advertise its plan {plan}"
+            )))
+        }
+        Err(other) => {
+            return Err(cx.broken(format!(
+                "{what}, whose plan {plan} is not advertised, failed with {:?} instead of \
+                 UnsupportedOperationPlan: {other}",
+                other.kind()
+            )))
+        }
+    }
+    let refusal = if advertised {
+        format!("declining {what} at run time (its plan {plan} is advertised)")
+    } else {
+        format!("refusing {what}")
+    };
+    cx.ensure(built == 0, || {
+        format!(
+            "{refusal} constructed {built} carrier{} first; a refusal must come before any \
+             allocation",
+            if built == 1 { "" } else { "s" }
+        )
+    })?;
+    if let Some(change) = changed(cx, &carriers, &before)? {
+        return Err(cx.broken(format!("{refusal} changed an operand: {change}")));
+    }
+    Ok(true)
+}
+
 /// Every plan planning accepts on the carrier's dtypes but the carrier does not advertise is
-/// refused with `UnsupportedOperationPlan`, nothing changed and (with a fault injector)
-/// nothing allocated.
+/// refused with `UnsupportedOperationPlan` before any carrier is constructed and with nothing
+/// changed; an advertised plan a kernel declines at run time on some layout is refused the
+/// same way.
 pub(crate) fn unadvertised(cx: &mut Context<'_>) -> Check {
     let storable = cx.storable()?;
     let prototype = prototype(cx)?;
@@ -264,58 +327,26 @@ pub(crate) fn unadvertised(cx: &mut Context<'_>) -> Check {
     }
     let mut refused = 0;
     let mut advertised = 0;
+    let mut declined = 0;
     for template in probes(&storable) {
         let Ok(plan) = template.plan() else { continue };
         if prototype.supports_operation_plan(&plan) {
             advertised += 1;
+            for geometry in template.geometries() {
+                if !dense(&geometry) && refuse(cx, &template, &geometry, true)? {
+                    declined += 1;
+                }
+            }
             continue;
         }
         let geometry = template.geometries().remove(1);
-        let (operands, _) = build(cx, &template, &geometry)?;
-        let carriers = operand_carriers(&operands);
-        let before = snapshots(cx, &carriers)?;
-        let allocations = cx
-            .factory
-            .faults()
-            .map(|f| f.reached(FaultInjector::ALLOCATE));
-        let what = template.describe(&geometry);
-        match call(template.builtin.name(), operands, &template.options()) {
-            Err(Error::UnsupportedOperationPlan(_)) => {}
-            Ok(_) => {
-                return Err(cx.broken(format!(
-                    "{what} ran although the carrier does not advertise its plan {plan}"
-                )))
-            }
-            Err(other) => {
-                return Err(cx.broken(format!(
-                    "{what}, whose plan {plan} is not advertised, failed with {:?} instead of \
-                     UnsupportedOperationPlan: {other}",
-                    other.kind()
-                )))
-            }
-        }
-        let now = cx
-            .factory
-            .faults()
-            .map(|f| f.reached(FaultInjector::ALLOCATE));
-        cx.ensure(allocations == now, || {
-            format!(
-                "refusing {what} allocated {} carriers first",
-                now.unwrap_or(0) - allocations.unwrap_or(0)
-            )
-        })?;
-        if let Some(change) = changed(cx, &carriers, &before)? {
-            return Err(cx.broken(format!("refusing {what} changed an operand: {change}")));
-        }
+        refuse(cx, &template, &geometry, false)?;
         refused += 1;
     }
     cx.notes.push(format!(
-        "{refused} unadvertised plans refused, {advertised} probed plans advertised{}",
-        if cx.factory.faults().is_some() {
-            ", allocations counted"
-        } else {
-            ""
-        }
+        "{refused} unadvertised plans refused, {advertised} probed plans advertised ({declined} \
+         run-time declines on their strided layouts); carriers constructed during each refusal \
+         counted"
     ));
     Ok(())
 }

@@ -28,10 +28,13 @@ pub enum Promise {
     /// strides and edge sizes, without touching its operands.
     AdvertisedCapabilities,
     /// A plan the carrier does not advertise is refused with `UnsupportedOperationPlan`
-    /// before anything is allocated or changed.
+    /// before any carrier is constructed or anything changed; so is an advertised plan its
+    /// kernels decline at run time for some layout.
     UnadvertisedPlans,
-    /// A failure injected through the carrier's own callbacks publishes nothing: every
-    /// operand keeps its values and version, and the next attempt succeeds.
+    /// A failure injected through the carrier's own callbacks (its fault points), or
+    /// provoked from outside (an overflowing checked Int32 kernel, a failing move endpoint),
+    /// publishes nothing: every operand keeps its values and version, and the next attempt
+    /// succeeds.
     FailureAtomicity,
     /// Moves to and from the CPU carry every value where a route exists and change nothing
     /// where none does.
@@ -104,12 +107,15 @@ impl Promise {
             }
             Promise::UnadvertisedPlans => {
                 "a call whose plan the carrier does not advertise was not refused by the \
-                 capability gate, or allocated or changed something first"
+                 capability gate, or a refusal (the gate's, or every kernel declining at run \
+                 time) came after a carrier was constructed or an operand changed; a kernel \
+                 pattern must decide to decline before it allocates"
             }
             Promise::FailureAtomicity => {
-                "after a failure injected at the named callback, an operand's values or version \
-                 changed, or the carrier stayed unusable; a callback must fail before it \
-                 changes anything, or undo its change"
+                "after a failure injected at the named callback (or provoked: an Int32 overflow \
+                 in the carrier's own kernel, a move endpoint failing half way), an operand's \
+                 values or version changed, or the carrier stayed unusable; a callback must \
+                 fail before it changes anything, or undo its change"
             }
             Promise::CpuMoves => {
                 "a move along a route lost or changed values, kept its source live, or a refused \

@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::{Arc, OnceLock};
 
-use common::{ring, Flaw};
+use common::{ring, ring_running, Flaw};
 use parking_lot::RwLock;
 use strideweave::carrier::{Carrier, DefinitionFreeCarrier};
 use strideweave::{DType, Result, Value};
@@ -215,4 +215,52 @@ fn a_write_that_bumps_the_version_twice_breaks_the_version_promise() {
         message.contains("how to read this: a write either did not land"),
         "{message}"
     );
+}
+
+#[test]
+fn a_kernel_that_allocates_before_declining_breaks_the_refusal_promise() {
+    let factory = ring(Flaw::AllocatesThenDeclines);
+    let message = broken_message(&factory, Promise::UnadvertisedPlans);
+    assert!(
+        message.contains("broken promise 'unadvertised plans are refused'"),
+        "{message}"
+    );
+    assert!(
+        message.contains("declining neg(Float32 7:2@1) at run time (its plan neg with operands (tensor Float32->Float32)"),
+        "{message}"
+    );
+    assert!(
+        message.contains("constructed 1 carrier first; a refusal must come before any allocation"),
+        "{message}"
+    );
+    // The capability promise accepts the run-time decline of a gapped operand and says so.
+    let advertised = check(&factory, Promise::AdvertisedCapabilities);
+    assert_eq!(advertised.verdict, Verdict::Kept);
+    assert!(
+        advertised.notes[0].contains("declined at run time: neg(Float32 7:2@1)"),
+        "{:?}",
+        advertised.notes
+    );
+    assert_eq!(broken_promises(&factory), [Promise::UnadvertisedPlans]);
+}
+
+#[test]
+fn the_correct_ring_declines_nothing_and_its_checked_add_overflows_atomically() {
+    let factory = ring_running(Flaw::None, &["neg", "add"]);
+    let report = run(&factory);
+    assert!(report.is_conformant(), "{report}");
+    let atomicity = report.outcome(Promise::FailureAtomicity).unwrap();
+    assert!(
+        atomicity.notes.iter().any(|n| n
+            == "1 checked Int32 plans failed in the carrier's own kernel (overflow) and published nothing"),
+        "{atomicity:?}"
+    );
+}
+
+#[test]
+fn an_int32_add_that_wraps_breaks_the_atomicity_promise() {
+    let factory = ring_running(Flaw::WrappingAdd, &["neg", "add"]);
+    let message = broken_message(&factory, Promise::FailureAtomicity);
+    assert!(message.contains("Ring (WrappingAdd): add(Int32 (3,4):(1,3)@0, Int32 (3,4):(1,3)@0) on Int32 values whose last results leave the Int32 range returned a result (last element -2) instead of failing with Overflow"), "{message}");
+    assert_eq!(broken_promises(&factory), [Promise::FailureAtomicity]);
 }

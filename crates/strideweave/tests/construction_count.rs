@@ -9,8 +9,12 @@ use strideweave::{DType, ErrorKind, Shape, Tensor, Value};
 #[test]
 fn constructors_factories_and_results_are_counted_and_a_refused_call_constructs_nothing() {
     let start = constructed_on_this_thread();
-    let x = Generic::carrier(&[Value::Float(1.0), Value::Float(-2.0)], DType::FLOAT32, true)
-        .unwrap();
+    let x = Generic::carrier(
+        &[Value::Float(1.0), Value::Float(-2.0)],
+        DType::FLOAT32,
+        true,
+    )
+    .unwrap();
     assert_eq!(constructed_on_this_thread(), start + 1);
     let _zeros = x.allocate_like(3, true, None, false).unwrap();
     let _copy = x.new_like(&[Value::Float(4.0)], true, None).unwrap();
@@ -19,7 +23,10 @@ fn constructors_factories_and_results_are_counted_and_a_refused_call_constructs_
     let t = Tensor::compact(x, Shape::new(2).unwrap()).unwrap();
     let before = constructed_on_this_thread();
     let y = call("relu", [t.clone().into()], &[]).unwrap();
-    assert_eq!(y[0].to_values().unwrap(), [Value::Float(1.0), Value::Float(0.0)]);
+    assert_eq!(
+        y[0].to_values().unwrap(),
+        [Value::Float(1.0), Value::Float(0.0)]
+    );
     assert_eq!(constructed_on_this_thread(), before + 1);
 
     // FileBacked advertises no operation: the gate refuses before anything is built.
@@ -33,7 +40,10 @@ fn constructors_factories_and_results_are_counted_and_a_refused_call_constructs_
     let before = constructed_on_this_thread();
     let refused = call("relu", [stored.into()], &[]).unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::NotImplemented, "{refused}");
-    assert!(matches!(refused, strideweave::Error::UnsupportedOperationPlan(_)));
+    assert!(matches!(
+        refused,
+        strideweave::Error::UnsupportedOperationPlan(_)
+    ));
     assert_eq!(constructed_on_this_thread(), before);
 
     let elsewhere = std::thread::spawn(|| {

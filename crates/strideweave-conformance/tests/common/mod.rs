@@ -11,6 +11,7 @@ use strideweave::operation::{
     operation_definition, resolve_operation_plan, OperationCapability, PlanOperand,
     ResolvedInvocation,
 };
+use strideweave::Unsupported;
 use strideweave::{
     register_carrier_definition, CarrierDefinition, DType, Error, KernelExecutionInterface,
     KernelPattern, KernelProvider, Result, StorageProvider, Value,
@@ -32,6 +33,10 @@ pub enum Flaw {
     DtypeByState,
     /// `write` stores the value before consulting its fault point.
     WriteLandsOnFailure,
+    /// `neg` declines gapped or offset operands at run time — after allocating its result.
+    AllocatesThenDeclines,
+    /// The Int32 `add` kernel wraps around instead of failing with Overflow.
+    WrappingAdd,
 }
 
 /// The Ring carrier's state: Float32 slots.
@@ -41,13 +46,13 @@ pub struct Ring {
     released: bool,
 }
 
-fn storage(flaw: Flaw, faults: FaultInjector) -> StorageProvider {
+fn storage(flaw: Flaw, faults: FaultInjector, ints: bool) -> StorageProvider {
     let (f1, f2, f3, f4) = (faults.clone(), faults.clone(), faults.clone(), faults);
     StorageProvider::new(
         move |ring: &Ring, dtype| match flaw {
             Flaw::DtypeByBits => dtype.bits() == Some(32),
             Flaw::DtypeByState => dtype == DType::FLOAT32 && !ring.released,
-            _ => dtype == DType::FLOAT32,
+            _ => dtype == DType::FLOAT32 || (ints && dtype == DType::INT32),
         },
         |ring: &Ring| ring.values.len() as i64,
         move |ring: &mut Ring, slots, _dtype| {
@@ -97,6 +102,13 @@ fn unary_kernel(
         move |invocation: &ResolvedInvocation, interface: &InterfaceHandle| {
             faults.check("prepare")?;
             let x = invocation.call().tensor(0)?.clone();
+            let gapped = x.offset() != 0 || x.layout().cosize() != x.layout().size();
+            if flaw == Flaw::AllocatesThenDeclines && gapped {
+                let _scratch = invocation.allocate_result(0)?;
+                return Ok(Preparation::Unsupported(Unsupported::new(
+                    "the Ring's neg takes dense operands only",
+                )?));
+            }
             let spec = invocation.results()[0].clone();
             let faults = faults.clone();
             Ok(Preparation::Kernel(PreparedKernel::new(
@@ -133,6 +145,42 @@ fn unary_kernel(
     )
 }
 
+/// The Ring's Int32 `add` kernel: checked, or wrapping with [`Flaw::WrappingAdd`].
+fn int_add_kernel(flaw: Flaw) -> Result<KernelPattern> {
+    KernelPattern::synchronous(
+        [OperationCapability::builtin(
+            "add",
+            &[DType::INT32, DType::INT32],
+        )?],
+        "ring.add_i32",
+        move |invocation, _| {
+            let lhs = invocation.call().tensor(0)?.to_values()?;
+            let rhs = invocation.call().tensor(1)?.to_values()?;
+            let result = invocation.allocate_result(0)?;
+            let layout = result.layout().clone();
+            let mut sums = Vec::with_capacity(lhs.len());
+            for (a, b) in lhs.iter().zip(&rhs) {
+                let (Value::Int(a), Value::Int(b)) = (a, b) else {
+                    return Err(Error::Type("the Ring's add takes Int32 values".into()));
+                };
+                let (a, b) = (*a as i32, *b as i32);
+                let sum = if flaw == Flaw::WrappingAdd {
+                    a.wrapping_add(b)
+                } else {
+                    a.checked_add(b).ok_or_else(|| {
+                        Error::Overflow(format!("{a} + {b} leaves the Int32 range"))
+                    })?
+                };
+                sums.push(Value::Int(sum.into()));
+            }
+            for (i, sum) in sums.into_iter().enumerate() {
+                result.carrier().set(layout.index_of(i)?, sum)?;
+            }
+            Ok(vec![result])
+        },
+    )
+}
+
 /// The fault points of every Ring callback.
 pub fn ring_faults() -> FaultInjector {
     FaultInjector::new([
@@ -146,15 +194,18 @@ pub fn ring_faults() -> FaultInjector {
 }
 
 /// Registers a fresh Ring class with `flaw` whose callbacks consult `faults`; `kernels`
-/// names the unary built-ins it runs.
+/// names the built-ins it runs (the unary `neg` and `relu` on Float32; `add` on Int32, which
+/// also makes the class store Int32).
 pub fn define_ring(flaw: Flaw, faults: &FaultInjector, kernels: &[&'static str]) -> CarrierClass {
     let class = CarrierClass::mint("Ring", ClassKind::Independent);
     let interface = InterfaceHandle::new(KernelExecutionInterface::new("1").unwrap()).unwrap();
-    let patterns = kernels
-        .iter()
-        .map(|name| unary_kernel(name, class, flaw, faults.clone()).unwrap());
+    let ints = kernels.contains(&"add");
+    let patterns = kernels.iter().map(|name| match *name {
+        "add" => int_add_kernel(flaw).unwrap(),
+        _ => unary_kernel(name, class, flaw, faults.clone()).unwrap(),
+    });
     let kernels = KernelProvider::new(interface, patterns).unwrap();
-    let definition = CarrierDefinition::new(storage(flaw, faults.clone()))
+    let definition = CarrierDefinition::new(storage(flaw, faults.clone(), ints))
         .with_kernels(kernels)
         .unwrap();
     register_carrier_definition(class, definition).unwrap();
@@ -172,8 +223,13 @@ pub fn ring_carrier(class: CarrierClass, dtype: DType, values: &[Value]) -> Resu
 
 /// A factory over a fresh Ring class with `flaw` and the `neg` kernel.
 pub fn ring(flaw: Flaw) -> Factory {
+    ring_running(flaw, &["neg"])
+}
+
+/// A factory over a fresh Ring class with `flaw` running `kernels` (see [`define_ring`]).
+pub fn ring_running(flaw: Flaw, kernels: &[&'static str]) -> Factory {
     let faults = ring_faults();
-    let class = define_ring(flaw, &faults, &["neg"]);
+    let class = define_ring(flaw, &faults, kernels);
     Factory::new(format!("Ring ({flaw:?})"), move |dtype, values| {
         ring_carrier(class, dtype, values)
     })
