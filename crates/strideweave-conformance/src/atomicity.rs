@@ -308,6 +308,7 @@ fn injected(cx: &mut Context<'_>, faults: &dyn FaultHook) -> Check {
     });
 
     let factory = cx.factory;
+    let destination_values = values.clone();
     let fresh_source = move || -> Result<Tensor> {
         Tensor::compact(factory.carrier(dtype, &values)?, Shape::new(5)?)
     };
@@ -330,6 +331,33 @@ fn injected(cx: &mut Context<'_>, faults: &dyn FaultHook) -> Check {
             Ok(())
         }),
     });
+
+    for name in factory.destinations() {
+        let values = destination_values.clone();
+        let fresh = move || -> Result<Tensor> {
+            Tensor::compact(factory.carrier(dtype, &values)?, Shape::new(5)?)
+        };
+        let moving = Rc::new(RefCell::new(
+            fresh().map_err(|e| cx.broken(format!("a tensor to move: {e}")))?,
+        ));
+        let (watch, run, refresh) = (Rc::clone(&moving), Rc::clone(&moving), moving);
+        let target = name.clone();
+        actions.push(Action {
+            what: format!("moving a 5-element tensor to {name}"),
+            watched: Box::new(move || vec![watch.borrow().carrier().clone()]),
+            run: Box::new(move || {
+                let tensor = run.borrow().clone();
+                let destination = factory.destination(&target, tensor.dtype(), 5)?;
+                move_to(&tensor, &destination).map(|_| ())
+            }),
+            refresh: Box::new(move || {
+                if refresh.borrow().carrier().is_released() {
+                    *refresh.borrow_mut() = fresh()?;
+                }
+                Ok(())
+            }),
+        });
+    }
 
     let capabilities = prototype(cx)?.capabilities();
     for capability in capabilities.iter() {

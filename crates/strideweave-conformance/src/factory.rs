@@ -62,6 +62,23 @@ pub trait CarrierFactory {
         None
     }
 
+    /// The names of other carrier classes a tensor of the class moves to, beyond the CPU
+    /// (a staging class's device, an accelerator's host buffers); default none. The suite
+    /// moves values to each (they must arrive, the source released) and, with fault points,
+    /// fails those moves too.
+    fn destinations(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// A fresh carrier of the destination `name` (one of
+    /// [`destinations`](CarrierFactory::destinations)) with `slots` slots of `dtype`.
+    fn destination(&self, name: &str, dtype: DType, slots: usize) -> Result<Carrier> {
+        let _ = (dtype, slots);
+        Err(strideweave::Error::NotImplemented(format!(
+            "the factory names no move destination '{name}'"
+        )))
+    }
+
     /// The absolute and relative tolerance for values of `operation` (see
     /// [`default_tolerance`]); override it for a device whose arithmetic is documented as
     /// less exact than the reference's.
@@ -86,6 +103,7 @@ pub fn default_tolerance(operation: &str) -> (f64, f64) {
 
 type MakeFn = dyn Fn(DType, &[Value]) -> Result<Carrier> + Send + Sync;
 type TensorFn = dyn Fn(DType, &[Value], usize, Layout) -> Result<Tensor> + Send + Sync;
+type DestinationFn = dyn Fn(DType, usize) -> Result<Carrier> + Send + Sync;
 
 /// A [`CarrierFactory`] built from a closure: `Factory::new("Ring", |dtype, values| ...)`.
 #[derive(Clone)]
@@ -97,6 +115,7 @@ pub struct Factory {
     fixed_extent_factories: bool,
     faults: Option<Arc<dyn FaultHook>>,
     tolerances: HashMap<String, (f64, f64)>,
+    destinations: Vec<(String, Arc<DestinationFn>)>,
 }
 
 impl Factory {
@@ -113,6 +132,7 @@ impl Factory {
             fixed_extent_factories: false,
             faults: None,
             tolerances: HashMap::new(),
+            destinations: Vec::new(),
         }
     }
 
@@ -144,6 +164,17 @@ impl Factory {
     /// [`FaultInjector`](crate::FaultInjector), or a bridge to the carrier's own mechanism).
     pub fn with_faults(mut self, faults: impl FaultHook + 'static) -> Factory {
         self.faults = Some(Arc::new(faults));
+        self
+    }
+
+    /// This factory naming the move destination `name`, whose carriers `make(dtype, slots)`
+    /// builds (see [`CarrierFactory::destinations`]).
+    pub fn with_destination(
+        mut self,
+        name: impl Into<String>,
+        make: impl Fn(DType, usize) -> Result<Carrier> + Send + Sync + 'static,
+    ) -> Factory {
+        self.destinations.push((name.into(), Arc::new(make)));
         self
     }
 
@@ -187,6 +218,19 @@ impl CarrierFactory for Factory {
 
     fn faults(&self) -> Option<&dyn FaultHook> {
         self.faults.as_deref()
+    }
+
+    fn destinations(&self) -> Vec<String> {
+        self.destinations.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    fn destination(&self, name: &str, dtype: DType, slots: usize) -> Result<Carrier> {
+        match self.destinations.iter().find(|(n, _)| n == name) {
+            Some((_, make)) => make(dtype, slots),
+            None => Err(strideweave::Error::NotImplemented(format!(
+                "the factory names no move destination '{name}'"
+            ))),
+        }
     }
 
     fn tolerance(&self, operation: &str) -> (f64, f64) {

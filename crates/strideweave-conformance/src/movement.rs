@@ -110,10 +110,45 @@ pub(crate) fn cpu_moves(cx: &mut Context<'_>) -> Check {
             }
         }
     }
-    if routes == 0 {
+    let named = destinations(cx)?;
+    if routes + named == 0 {
         cx.not_applicable =
             Some("no route to or from the CPU; refused moves changed nothing".into());
     }
     cx.notes.push(format!("{routes} moves took a route"));
     Ok(())
+}
+
+/// Moves to every destination the factory names: 1 and 6 values of each storable dtype the
+/// destination stores arrive, and the source is released. Returns how many moves ran.
+fn destinations(cx: &mut Context<'_>) -> Result2<usize> {
+    let mut moved = 0;
+    for name in cx.factory.destinations() {
+        for dtype in cx.storable()? {
+            for n in [1usize, 6] {
+                let Ok(destination) = cx.factory.destination(&name, dtype, n) else {
+                    continue;
+                };
+                let values = cx.rng.values(dtype, n);
+                let source = cx.carrier(dtype, &values)?;
+                let expected = cx.ok(Snapshot::of(&source), || "a snapshot".into())?;
+                let tensor = compact(cx, source.clone(), n)?;
+                let what = format!("moving {n} {dtype} values to {name}");
+                let result = cx.ok(move_to(&tensor, &destination), || what.clone())?;
+                let got = cx.ok(result.to_values(), || format!("reading after {what}"))?;
+                for (i, (g, e)) in got.iter().zip(&expected.values).enumerate() {
+                    cx.ensure(same_value(g, e), || {
+                        format!("{what} gave {g} at {i}, not {e}")
+                    })?;
+                }
+                cx.ensure(source.is_released(), || {
+                    format!("{what} left its source live (a move releases its source)")
+                })?;
+                moved += 1;
+            }
+        }
+        cx.notes
+            .push(format!("moves to {name} carried their values"));
+    }
+    Ok(moved)
 }

@@ -235,6 +235,14 @@ impl GpuDevice {
         self.faults.lock().insert(point, fault);
     }
 
+    /// Withdraws a fault injected at `point` that has not fired yet, and says whether one
+    /// was pending (false: it fired, or none was injected). A test that arms a fault around
+    /// an action uses it to learn whether the action reached `point`, and to leave nothing
+    /// armed for the next one.
+    pub fn clear_fault(&self, point: FaultPoint) -> bool {
+        self.faults.lock().remove(&point).is_some()
+    }
+
     /// Destroys the wgpu device: every later call through it fails as a lost device (how the
     /// tests lose a device for real).
     pub fn destroy(&self) {
