@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use strideweave::{Carrier, DType, Layout, Result, Tensor, Value};
 
+use crate::custom::OperationCase;
 use crate::faults::FaultHook;
 
 /// The carrier class under test, as the suite sees it: a source of fresh carriers plus
@@ -62,6 +63,12 @@ pub trait CarrierFactory {
         None
     }
 
+    /// The calls of custom operations the suite can make (see [`OperationCase`]); default
+    /// none. Every advertised custom operation needs one whose call resolves to its plan.
+    fn operation_cases(&self) -> Vec<OperationCase> {
+        Vec::new()
+    }
+
     /// The names of other carrier classes a tensor of the class moves to, beyond the CPU
     /// (a staging class's device, an accelerator's host buffers); default none. The suite
     /// moves values to each (they must arrive, the source released) and, with fault points,
@@ -116,6 +123,7 @@ pub struct Factory {
     faults: Option<Arc<dyn FaultHook>>,
     tolerances: HashMap<String, (f64, f64)>,
     destinations: Vec<(String, Arc<DestinationFn>)>,
+    cases: Vec<OperationCase>,
 }
 
 impl Factory {
@@ -133,6 +141,7 @@ impl Factory {
             faults: None,
             tolerances: HashMap::new(),
             destinations: Vec::new(),
+            cases: Vec::new(),
         }
     }
 
@@ -164,6 +173,13 @@ impl Factory {
     /// [`FaultInjector`](crate::FaultInjector), or a bridge to the carrier's own mechanism).
     pub fn with_faults(mut self, faults: impl FaultHook + 'static) -> Factory {
         self.faults = Some(Arc::new(faults));
+        self
+    }
+
+    /// This factory declaring `case`, a call of a custom operation its class advertises
+    /// (see [`CarrierFactory::operation_cases`]).
+    pub fn with_operation_case(mut self, case: OperationCase) -> Factory {
+        self.cases.push(case);
         self
     }
 
@@ -218,6 +234,10 @@ impl CarrierFactory for Factory {
 
     fn faults(&self) -> Option<&dyn FaultHook> {
         self.faults.as_deref()
+    }
+
+    fn operation_cases(&self) -> Vec<OperationCase> {
+        self.cases.clone()
     }
 
     fn destinations(&self) -> Vec<String> {

@@ -10,7 +10,7 @@
 //! What is checked ([`Promise`] has the details and, for each, how to read its failure):
 //! storage sizes, reads, writes, versions, release and factories; dtype answers by identity;
 //! every advertised capability executes and matches the Generic reference on edge sizes and
-//! random strides; unadvertised plans are refused before anything is allocated; failures
+//! random strides; every advertised custom operation matches its declared reference; unadvertised plans are refused before anything is allocated; failures
 //! injected through the carrier's own callbacks (a [`FaultInjector`]) publish nothing; moves
 //! to and from the CPU; and gradients of the advertised differentiable operations against
 //! finite differences.
@@ -26,6 +26,8 @@
 
 mod atomicity;
 mod cases;
+mod custom;
+mod differences;
 mod factory;
 mod faults;
 mod gradients;
@@ -36,6 +38,7 @@ mod storage;
 mod support;
 mod tripwire;
 
+pub use custom::OperationCase;
 pub use factory::{default_tolerance, CarrierFactory, Factory};
 pub use faults::{FaultHook, FaultInjector};
 pub use report::{Broken, Outcome, Promise, Report, Verdict};
@@ -52,6 +55,7 @@ pub fn check(factory: &dyn CarrierFactory, promise: Promise) -> Outcome {
         Promise::StorageFactories => storage::factories(&mut cx),
         Promise::DtypeAnswers => storage::dtype_answers(&mut cx),
         Promise::AdvertisedCapabilities => operations::advertised(&mut cx),
+        Promise::CustomOperations => custom::custom_operations(&mut cx),
         Promise::UnadvertisedPlans => operations::unadvertised(&mut cx),
         Promise::FailureAtomicity => atomicity::failures(&mut cx),
         Promise::CpuMoves => movement::cpu_moves(&mut cx),
@@ -150,6 +154,11 @@ macro_rules! carrier_conformance {
             #[test]
             fn advertised_capabilities_execute() {
                 $crate::assert_promise(&factory(), $crate::Promise::AdvertisedCapabilities);
+            }
+
+            #[test]
+            fn custom_operations_match_their_reference() {
+                $crate::assert_promise(&factory(), $crate::Promise::CustomOperations);
             }
 
             #[test]

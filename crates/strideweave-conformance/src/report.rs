@@ -27,6 +27,10 @@ pub enum Promise {
     /// Every advertised capability executes and matches the Generic reference on random
     /// strides and edge sizes, without touching its operands.
     AdvertisedCapabilities,
+    /// Every advertised custom (non-built-in) operation runs, through the calls the factory
+    /// declares ([`OperationCase`](crate::OperationCase)), on dense, gapped, offset and
+    /// permuted operands, and matches the case's or the definition's reference.
+    CustomOperations,
     /// A plan the carrier does not advertise is refused with `UnsupportedOperationPlan`
     /// before any carrier is constructed or anything changed; so is an advertised plan its
     /// kernels decline at run time for some layout.
@@ -46,13 +50,14 @@ pub enum Promise {
 
 impl Promise {
     /// Every promise, in the order the suite checks them.
-    pub const ALL: [Promise; 10] = [
+    pub const ALL: [Promise; 11] = [
         Promise::StorageReads,
         Promise::StorageWrites,
         Promise::StorageRelease,
         Promise::StorageFactories,
         Promise::DtypeAnswers,
         Promise::AdvertisedCapabilities,
+        Promise::CustomOperations,
         Promise::UnadvertisedPlans,
         Promise::FailureAtomicity,
         Promise::CpuMoves,
@@ -68,6 +73,7 @@ impl Promise {
             Promise::StorageFactories => "storage factories",
             Promise::DtypeAnswers => "dtype answers by identity",
             Promise::AdvertisedCapabilities => "advertised capabilities execute",
+            Promise::CustomOperations => "custom operations match their reference",
             Promise::UnadvertisedPlans => "unadvertised plans are refused",
             Promise::FailureAtomicity => "failures publish nothing",
             Promise::CpuMoves => "moves to and from the CPU",
@@ -104,6 +110,12 @@ impl Promise {
                 "a kernel behind an advertised plan failed or computed other values than the \
                  Generic reference; the message names the plan, the operand layouts and the \
                  first differing element"
+            }
+            Promise::CustomOperations => {
+                "a kernel behind an advertised custom operation failed or computed other values \
+                 than the reference (the case's, else the definition's), or the factory declares \
+                 no OperationCase whose call resolves to the advertised plan; the message names \
+                 the call, its operand layouts and the first differing element"
             }
             Promise::UnadvertisedPlans => {
                 "a call whose plan the carrier does not advertise was not refused by the \

@@ -52,6 +52,7 @@ fn the_null_carrier_keeps_its_storage_promises_and_advertises_nothing() {
             (Promise::StorageFactories, "kept"),
             (Promise::DtypeAnswers, "kept"),
             (Promise::AdvertisedCapabilities, "not applicable"),
+            (Promise::CustomOperations, "not applicable"),
             (Promise::UnadvertisedPlans, "kept"),
             (Promise::FailureAtomicity, "not applicable"),
             (Promise::CpuMoves, "not applicable"),

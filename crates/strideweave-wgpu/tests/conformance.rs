@@ -64,6 +64,14 @@ fn gpu_advertised_capabilities_execute() {
 }
 
 #[test]
+fn gpu_custom_operations_match_their_reference() {
+    promise(
+        "gpu_custom_operations_match_their_reference",
+        Promise::CustomOperations,
+    );
+}
+
+#[test]
 fn gpu_unadvertised_plans_are_refused() {
     promise(
         "gpu_unadvertised_plans_are_refused",
