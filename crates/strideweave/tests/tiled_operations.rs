@@ -849,8 +849,10 @@ fn the_whole_tensor_copy_and_the_tile_stream_reuse_their_staging_buffers() {
             "call {call}: only the first call allocates its whole-tensor buffer"
         );
     }
-    // Streamed (capacity 4 of 8 tiles): the first call allocates its tile buffers, a
-    // repeated one reuses them all; the results do not change.
+    // Streamed (capacity 4 of 8 tiles): the pool hands buffers back, so however the calls'
+    // tile transfers overlap (that depends on timing), no more buffers are ever made than
+    // the capacity lets be staged at once, against 8 a call without the pool; the results do
+    // not change.
     let policy = Arc::new(Capacity::new(4));
     let carrier = on_disk(&values, &[1, 8], &[8, 1], Arc::clone(&policy));
     let mut allocated = Vec::new();
@@ -863,7 +865,10 @@ fn the_whole_tensor_copy_and_the_tile_stream_reuse_their_staging_buffers() {
         allocated.push(report.allocated_buffers());
     }
     assert!(allocated[0] >= 1, "{allocated:?}");
-    assert_eq!(&allocated[1..], &[0, 0], "repeated calls reuse the pool");
+    assert!(
+        allocated.iter().sum::<usize>() <= 4,
+        "three streamed calls made {allocated:?} buffers: repeated calls reuse the pool"
+    );
     // A whole-tensor buffer kept by the pool is given up once the tensor streams: after a
     // promotion the same carrier streams, and a release leaves nothing behind.
     let policy = Arc::new(Capacity::new(8));
