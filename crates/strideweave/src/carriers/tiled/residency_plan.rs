@@ -166,6 +166,17 @@ pub trait ResidencyPolicy: fmt::Debug + Send + Sync {
     fn on_progress(&self, progress: &crate::carriers::TileProgress) {
         let _ = progress;
     }
+
+    /// [`on_progress`](ResidencyPolicy::on_progress) for an observer that can fail: the
+    /// framework calls this one after every work item, and an error stops the tiled
+    /// operation (or backward pass, or accumulation) right there; the call fails with that
+    /// error and publishes nothing (no result, no gradient, no version step; staged and
+    /// partial carriers are released). Calls `on_progress` and succeeds by default; a policy
+    /// whose observer runs code that can raise (the Python binding's) overrides it.
+    fn try_on_progress(&self, progress: &crate::carriers::TileProgress) -> Result<()> {
+        self.on_progress(progress);
+        Ok(())
+    }
 }
 
 /// The shipped default [`ResidencyPolicy`]: it bounds the primary tier at `capacity` tiles (or

@@ -95,7 +95,7 @@ fn sum(a: &Tensor, b: &Tensor, canonical: crate::Layout) -> Result<Tensor> {
         stream.drop_output();
         placed?;
         if let Some(policy) = &policy {
-            policy.on_progress(
+            policy.try_on_progress(
                 &TileProgress::new(
                     NAME,
                     (index + 1, count),
@@ -104,7 +104,7 @@ fn sum(a: &Tensor, b: &Tensor, canonical: crate::Layout) -> Result<Tensor> {
                     peak,
                 )
                 .with_allocated(counters.allocated),
-            );
+            )?;
         }
         Ok(())
     });

@@ -105,7 +105,7 @@ impl BackwardRule for TiledRule {
             TileStream::new(&operands, depth).run(work.items(), |index, tiles, counters| {
                 self.item(&work, index, tiles, &g, &mut sinks)?;
                 if let Some(policy) = &policy {
-                    policy.on_progress(
+                    policy.try_on_progress(
                         &TileProgress::new(
                             &label,
                             (index + 1, total),
@@ -114,7 +114,7 @@ impl BackwardRule for TiledRule {
                             counters.staged_peak,
                         )
                         .with_allocated(counters.allocated),
-                    );
+                    )?;
                 }
                 Ok(())
             });

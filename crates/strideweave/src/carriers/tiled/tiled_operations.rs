@@ -120,11 +120,17 @@ fn prepare(carrier: &Carrier, invocation: &ResolvedInvocation) -> Result<Composi
             let _grad = no_grad();
             let operands = streamed_operands(&tensors, name_of(&invocation), Purpose::Operation)?;
             let depth = prefetch_depth(&operands, work.items());
-            let result = execute(&invocation, &operands, &work, depth, &primary, |p| {
-                if let Some(policy) = &progress {
-                    policy.on_progress(p);
-                }
-            })?;
+            let result = execute(
+                &invocation,
+                &operands,
+                &work,
+                depth,
+                &primary,
+                |p| match &progress {
+                    Some(policy) => policy.try_on_progress(p),
+                    None => Ok(()),
+                },
+            )?;
             Ok(Submitted::Ready(ProviderResult::new([result])?))
         },
     )))
@@ -278,7 +284,7 @@ fn execute(
     work: &Work,
     depth: usize,
     primary: &Carrier,
-    progress: impl Fn(&TileProgress),
+    progress: impl Fn(&TileProgress) -> Result<()>,
 ) -> Result<Tensor> {
     let name = invocation.call().definition().name();
     if let Some((whole, staged, allocated)) = whole_tensors(operands)? {
@@ -301,7 +307,7 @@ fn execute(
         let outputs = outputs?;
         progress(
             &TileProgress::new(name, (1, 1), (tiles, slots), 1, count).with_allocated(allocated),
-        );
+        )?;
         let [result] = <[Tensor; 1]>::try_from(outputs).map_err(|outputs| {
             Error::Runtime(format!(
                 "'{name}' returned {} results, expected 1",
@@ -329,8 +335,7 @@ fn execute(
                 counters.staged_peak,
             )
             .with_allocated(counters.allocated),
-        );
-        Ok(())
+        )
     })?;
     state.finish()
 }

@@ -108,7 +108,7 @@ impl TiledEvictable {
             };
             made.push((tier, copy));
             if let Some(policy) = &policy {
-                policy.on_progress(
+                policy.try_on_progress(
                     &TileProgress::new(
                         name,
                         (index + 1, count),
@@ -117,7 +117,7 @@ impl TiledEvictable {
                         counters.staged_peak,
                     )
                     .with_allocated(counters.allocated),
-                );
+                )?;
             }
             Ok(())
         });
