@@ -11,7 +11,7 @@ use crate::carrier::{ErasedCarrier, MovementHooks};
 use crate::carriers::extension::state_lock::{ExclusiveState, SharedState, StateLock};
 use crate::carriers::extension::{
     carrier_definition, freeze_execution_set, AllocationContents, CarrierDefinition, CarrierFacet,
-    CompositeProvider, ErasedState, ExecutionSet,
+    CompositeProvider, ErasedState, ExecutionSet, FreshRequest,
 };
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
@@ -199,10 +199,11 @@ impl DefinedBody {
     /// A fresh carrier of this class with `slots` slots: fresh state built by the provider
     /// (never a copy of this carrier's), then `allocate`.
     fn fresh(&self, slots: usize, dtype: DType, mutable: bool) -> Result<Carrier> {
-        let state = self
-            .definition
-            .storage()
-            .call_fresh(self.class, self.state()?.as_ref())?;
+        let state = self.definition.storage().call_fresh(
+            self.class,
+            self.state()?.as_ref(),
+            FreshRequest::new(slots, dtype, mutable),
+        )?;
         DefinedBody::construct(
             self.class,
             self.definition.clone(),

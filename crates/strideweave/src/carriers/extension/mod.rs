@@ -42,7 +42,7 @@ pub use provider_result::ProviderResult;
 pub use registration::{carrier_definition, register_carrier_definition};
 pub use slot_storage::SlotStorage;
 pub(crate) use storage_provider::ErasedState;
-pub use storage_provider::{AllocationContents, StorageProvider};
+pub use storage_provider::{AllocationContents, FreshRequest, StorageProvider};
 pub(crate) use transfer::provider_name as transfer_provider_name;
 pub use transfer::{TransferPreparation, TransferProvider, TransferRequest, TransferRoute};
 pub use unsupported::Unsupported;

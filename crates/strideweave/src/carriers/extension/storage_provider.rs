@@ -19,6 +19,42 @@ type ReadFn = dyn Fn(&dyn Any, usize) -> Result<Value> + Send + Sync;
 type WriteFn = dyn Fn(&mut dyn Any, usize, Value) -> Result<()> + Send + Sync;
 type FreshFn = dyn Fn(&dyn Any) -> Result<ErasedState> + Send + Sync;
 type ContentsFn = dyn Fn(&mut dyn Any, AllocationContents) -> Result<()> + Send + Sync;
+type FreshForFn = dyn Fn(&dyn Any, FreshRequest) -> Result<ErasedState> + Send + Sync;
+
+/// What a factory (`new_like`, `allocate_like`) is about to construct, handed to a fresh-state
+/// callback registered with [`StorageProvider::with_fresh_for`]: the fresh carrier's slot
+/// count, dtype and mutability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FreshRequest {
+    slots: usize,
+    dtype: DType,
+    mutable: bool,
+}
+
+impl FreshRequest {
+    pub(crate) fn new(slots: usize, dtype: DType, mutable: bool) -> FreshRequest {
+        FreshRequest {
+            slots,
+            dtype,
+            mutable,
+        }
+    }
+
+    /// The slot count the framework will `allocate`.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// The fresh carrier's dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Whether the fresh carrier will be mutable.
+    pub fn mutable(&self) -> bool {
+        self.mutable
+    }
+}
 
 /// What the contents of a carrier made by `allocate_like` must be: the `empty` flag of the
 /// factory, handed to a provider that sets up fresh contents itself (see
@@ -101,6 +137,7 @@ pub struct StorageProvider {
     callbacks: Arc<Callbacks>,
     elementwise_fallback: bool,
     allocation_contents: Option<Arc<ContentsFn>>,
+    fresh_for: Option<Arc<FreshForFn>>,
 }
 
 fn downcast<S: 'static>(state: &dyn Any) -> Result<&S> {
@@ -227,6 +264,7 @@ impl StorageProvider {
             }),
             elementwise_fallback: false,
             allocation_contents: None,
+            fresh_for: None,
         }
     }
 
@@ -250,6 +288,29 @@ impl StorageProvider {
         StorageProvider {
             allocation_contents: Some(Arc::new(move |state, wanted| {
                 contents(downcast_mut::<S>(state)?, wanted)
+            })),
+            ..self
+        }
+    }
+
+    /// This provider with `fresh(&prototype, request)` building the state of every carrier a
+    /// factory makes, in place of the `fresh` callback of
+    /// [`new_fallible`](StorageProvider::new_fallible): the same contract (configuration
+    /// only, never the prototype's slots; the framework then runs its construction —
+    /// `supports_dtype`, `allocate`, the `physical_size` check — on the returned state), with
+    /// the [`FreshRequest`] saying what is about to be constructed. For a state whose own
+    /// constructor wants the slot count, dtype and mutability — a carrier class written in
+    /// another language whose initializer runs for framework-made instances too. An error or
+    /// panic fails the factory with nothing constructed.
+    pub fn with_fresh_for<S, Fresh>(self, fresh: Fresh) -> StorageProvider
+    where
+        S: Send + Sync + 'static,
+        Fresh: Fn(&S, FreshRequest) -> Result<S> + Send + Sync + 'static,
+    {
+        StorageProvider {
+            fresh_for: Some(Arc::new(move |state, request| {
+                let fresh: ErasedState = Box::new(fresh(downcast::<S>(state)?, request)?);
+                Ok(fresh)
             })),
             ..self
         }
@@ -390,8 +451,16 @@ impl StorageProvider {
 
     /// Fresh state for a factory, built from the prototype's `state` (see the type's
     /// documentation): never a copy of it.
-    pub(crate) fn call_fresh(&self, class: CarrierClass, state: &dyn Any) -> Result<ErasedState> {
-        self.guarded(class, "fresh state", || (self.callbacks.fresh)(state))
+    pub(crate) fn call_fresh(
+        &self,
+        class: CarrierClass,
+        state: &dyn Any,
+        request: FreshRequest,
+    ) -> Result<ErasedState> {
+        self.guarded(class, "fresh state", || match &self.fresh_for {
+            Some(fresh) => fresh(state, request),
+            None => (self.callbacks.fresh)(state),
+        })
     }
 }
 
@@ -401,6 +470,7 @@ impl fmt::Debug for StorageProvider {
             .field("state", &self.callbacks.state_type_name)
             .field("elementwise_fallback", &self.elementwise_fallback)
             .field("allocation_contents", &self.allocation_contents.is_some())
+            .field("fresh_for", &self.fresh_for.is_some())
             .finish()
     }
 }
