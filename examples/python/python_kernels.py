@@ -118,8 +118,8 @@ def to_cpu(request: ext.TransferRequest) -> ext.PreparedTransfer:
     assert isinstance(source, ListCarrier)
 
     def submit() -> None:
-        for slot in range(request.physical_span):
-            request.write(slot, source.slots[request.tensor.offset + slot])
+        offset = request.tensor.offset
+        request.write_slots(0, source.slots[offset : offset + request.physical_span])
 
     return ext.PreparedTransfer(submit)
 

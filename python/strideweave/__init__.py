@@ -146,3 +146,7 @@ __all__ += [
     "operation_definition",
     "register_kernel_pack",
 ]
+
+from ._native import TileProgress as TileProgress
+
+__all__ += ["TileProgress"]

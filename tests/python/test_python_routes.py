@@ -15,8 +15,9 @@ from authoring_helpers import F32, ListStorage, ReadyCompletion, ThreadCompletio
 
 
 class Copying:
-    """A route provider copying the source's list slots into the destination through
-    `request.write`; `fail_at` injects an exception at one point."""
+    """A route provider copying the source's list slots into the destination in one
+    `request.write_slots` call; `fail_at` injects an exception at one point ("after-writes":
+    once one slot is written through `request.write`)."""
 
     def __init__(self, fail_at: Optional[str] = None, error: Optional[BaseException] = None) -> None:
         self.fail_at = fail_at
@@ -36,10 +37,10 @@ class Copying:
         offset = request.tensor.offset
 
         def copy() -> None:
-            for slot in range(request.physical_span):
-                if slot == 1 and self.fail_at == "after-writes":
-                    raise self.error
-                request.write(slot, source[offset + slot])
+            if self.fail_at == "after-writes":
+                request.write(0, source[offset])
+                raise self.error
+            request.write_slots(0, source[offset : offset + request.physical_span])
 
         def submit() -> Any:
             self.submit_threads.append(threading.get_ident())
@@ -200,8 +201,7 @@ def test_the_completion_of_a_route_is_waited_on_a_framework_worker_thread() -> N
 
                 def wait(self) -> None:
                     waits.append(threading.get_ident())
-                    for slot in range(request.physical_span):
-                        request.write(slot, source[slot])
+                    request.write_slots(0, source[: request.physical_span])
 
             return Completion()
 

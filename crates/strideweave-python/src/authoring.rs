@@ -13,10 +13,11 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyInt, PyTuple, PyType};
+use pyo3::types::{PyBool, PyDict, PyInt, PyTuple, PyType};
 use strideweave::carrier::ClassKind;
 use strideweave::carriers::extension::{
-    register_carrier_definition as core_register, CarrierDefinition, CarrierFacet, StorageProvider,
+    register_carrier_definition as core_register, CarrierDefinition, CarrierFacet, FreshRequest,
+    StorageProvider,
 };
 use strideweave::{Carrier, CarrierClass, DType, Error, Value};
 
@@ -275,21 +276,68 @@ impl PyStorageProvider {
                     expect_none(py, "write", &answer)
                 })
             },
-            |state: &PyState| {
-                Python::attach(|py| {
-                    let instance = state.instance.bind(py);
-                    let class = instance.get_type();
-                    let fresh = class
-                        .call_method1("__new__", (class.clone(),))
-                        .map_err(|e| park(py, "a fresh carrier's __new__", e))?;
-                    Ok(PyState {
-                        instance: fresh.unbind(),
-                    })
-                })
+            // Superseded by `with_fresh_for` below, which also receives the request.
+            |_: &PyState| {
+                Err(Error::Runtime(
+                    "a Python carrier's fresh state is built with its request".to_owned(),
+                ))
             },
         )
+        .with_fresh_for(|state: &PyState, request: FreshRequest| {
+            Python::attach(|py| fresh_instance(py, state.instance.bind(py), request))
+        })
         .with_elementwise_fallback(self.elementwise_fallback)
     }
+}
+
+/// The instance of a carrier the framework makes from `prototype` (a factory: an operation's
+/// result, `new_like`, `allocate_like`, a move's destination): a new object of the
+/// prototype's exact class, initialized like one the user constructs —
+/// `cls(slots, dtype=dtype)` (with `mutable=False` added for an immutable one) runs the
+/// class's `__init__` with the request's arguments — except that `Carrier.__init__` constructs nothing: the factory then runs the
+/// framework's construction on the instance. Exceptions raised by `__new__` or `__init__`
+/// propagate as themselves; an `__init__` that never reaches `Carrier.__init__` is a
+/// TypeError.
+fn fresh_instance(
+    py: Python<'_>,
+    prototype: &Bound<'_, PyAny>,
+    request: FreshRequest,
+) -> strideweave::Result<PyState> {
+    let class = prototype.get_type();
+    let name = class
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "carrier".to_owned());
+    let label = format!("{name}.__init__ of a carrier the framework makes");
+    let fresh = class
+        .call_method1("__new__", (class.clone(),))
+        .map_err(|e| park(py, &format!("{name}.__new__"), e))?;
+    let held = fresh.cast::<PyCarrier>().map_err(|_| {
+        Error::Type(format!(
+            "{name}.__new__ returned {}, not a {name}",
+            type_name(&fresh)
+        ))
+    })?;
+    held.get().expect_fresh(request);
+    let dtype = crate::dtype::wrap(py, request.dtype()).map_err(|e| park(py, &label, e))?;
+    let kwargs = PyDict::new(py);
+    let mut set = kwargs.set_item("dtype", dtype);
+    if !request.mutable() {
+        set = set.and_then(|()| kwargs.set_item("mutable", false));
+    }
+    set.map_err(|e| park(py, &label, e))?;
+    fresh
+        .call_method("__init__", (request.slots(),), Some(&kwargs))
+        .map_err(|e| park(py, &label, e))?;
+    if !held.get().fresh_initialized() {
+        return Err(Error::Type(format!(
+            "{name}.__init__ did not call Carrier.__init__ for a carrier the framework makes: \
+             it must call super().__init__(slots, dtype=dtype, mutable=mutable)"
+        )));
+    }
+    Ok(PyState {
+        instance: fresh.unbind(),
+    })
 }
 
 /// The core class a Python carrier class stands for, as a route endpoint or a result class:

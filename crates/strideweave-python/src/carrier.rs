@@ -6,12 +6,14 @@
 //! of weak references keyed by the carrier's identity.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex, OnceLock, PoisonError};
 
 use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyTuple, PyType, PyWeakrefReference};
 use pyo3::{PyClass, PyClassInitializer};
+use strideweave::carriers::extension::FreshRequest;
 use strideweave::carriers::{
     AwaitResidency, Cpu, Evictable, FileBacked, Generic, TileLocation, TileResidency, TileSet,
     TiledEvictable,
@@ -49,6 +51,9 @@ fn objects() -> std::sync::MutexGuard<'static, ObjectTable> {
 pub struct PyCarrier {
     inner: OnceLock<Carrier>,
     facet: OnceLock<Py<PyAny>>,
+    /// For an instance the framework makes (a factory's fresh carrier): what it constructs,
+    /// and whether the class's `__init__` reached `Carrier.__init__` with those arguments.
+    fresh: OnceLock<(FreshRequest, AtomicBool)>,
 }
 
 impl PyCarrier {
@@ -57,16 +62,28 @@ impl PyCarrier {
         PyCarrier {
             inner: OnceLock::new(),
             facet: OnceLock::new(),
+            fresh: OnceLock::new(),
         }
     }
 
     fn holding(carrier: Carrier) -> PyCarrier {
-        let inner = OnceLock::new();
-        let _ = inner.set(carrier);
-        PyCarrier {
-            inner,
-            facet: OnceLock::new(),
-        }
+        let held = PyCarrier::unconstructed();
+        let _ = held.inner.set(carrier);
+        held
+    }
+
+    /// Marks this fresh instance as one the framework constructs for `request`: its
+    /// `Carrier.__init__` then checks its arguments against the request and constructs
+    /// nothing (the factory does).
+    pub(crate) fn expect_fresh(&self, request: FreshRequest) {
+        let _ = self.fresh.set((request, AtomicBool::new(false)));
+    }
+
+    /// Whether the class's `__init__` reached `Carrier.__init__` for the fresh construction.
+    pub(crate) fn fresh_initialized(&self) -> bool {
+        self.fresh
+            .get()
+            .is_some_and(|(_, reached)| reached.load(Ordering::Acquire))
     }
 
     /// The core carrier, or a Type error when the object was never constructed.
@@ -173,6 +190,33 @@ pub fn expect_carrier(object: &Bound<'_, PyAny>, what: &str) -> PyResult<Carrier
     Ok(carrier)
 }
 
+/// `True` or `False`, as Python writes a bool.
+fn py_bool(flag: bool) -> &'static str {
+    if flag {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+/// An optional `bool` argument (not merely truthy), `default` when absent; `what` names it.
+fn bool_arg(flag: Option<&Bound<'_, PyAny>>, default: bool, what: &str) -> PyResult<bool> {
+    let Some(flag) = flag else {
+        return Ok(default);
+    };
+    flag.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
+        PyTypeError::new_err(format!("{what} must be a bool, got {}", type_name(flag)))
+    })
+}
+
+/// An optional `DType` argument (`None` keeps the prototype's); `what` names it.
+fn optional_dtype(dtype: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<DType>> {
+    match dtype.filter(|d| !d.is_none()) {
+        None => Ok(None),
+        Some(dtype) => dtype_arg(dtype, what).map(Some),
+    }
+}
+
 fn dtype_arg(dtype: &Bound<'_, PyAny>, what: &str) -> PyResult<DType> {
     dtype.cast::<PyDType>().map(|d| d.get().inner).map_err(|_| {
         PyTypeError::new_err(format!("{what} must be a DType, got {}", type_name(dtype)))
@@ -207,10 +251,7 @@ impl PyCarrier {
                  Generic or FileBacked, or a Carrier subclass with a registered definition",
             ));
         }
-        Ok(PyCarrier {
-            inner: OnceLock::new(),
-            facet: OnceLock::new(),
-        })
+        Ok(PyCarrier::unconstructed())
     }
 
     /// `MyCarrier(slots, *, dtype, mutable=True)` for a Carrier subclass written in Python
@@ -271,6 +312,22 @@ impl PyCarrier {
         let dtype = dtype.ok_or_else(|| {
             PyTypeError::new_err(format!("{name}() missing the keyword argument dtype"))
         })?;
+        if let Some((request, reached)) = slf.get().fresh.get() {
+            let asked = (request.slots(), request.dtype(), request.mutable());
+            if (slots, dtype, mutable) != asked {
+                return Err(PyValueError::new_err(format!(
+                    "{name}.__init__ passed (slots={slots}, dtype={dtype}, mutable={}) to \
+                     Carrier.__init__, but the framework is constructing a {name} of \
+                     (slots={}, dtype={}, mutable={}): pass the arguments it received on",
+                    py_bool(mutable),
+                    asked.0,
+                    asked.1,
+                    py_bool(asked.2)
+                )));
+            }
+            reached.store(true, Ordering::Release);
+            return Ok(());
+        }
         let carrier = crate::authoring::construct(slf.as_any(), slots, dtype, mutable)?;
         let _ = slf.get().inner.set(carrier.clone());
         remember(slf.py(), &carrier, slf.as_any())?;
@@ -416,6 +473,51 @@ impl PyCarrier {
                 )))
             }
         }
+    }
+
+    /// A fresh carrier of the same exact class holding `values` (an iterable of `bool`,
+    /// `int` and `float`, consumed once, each normalized to the dtype): `dtype=None` keeps
+    /// this carrier's dtype. A Python carrier class's `__init__` runs for it (see the
+    /// documentation of framework-made carriers).
+    #[pyo3(signature = (values, *, mutable=None, dtype=None))]
+    fn new_like(
+        &self,
+        py: Python<'_>,
+        values: &Bound<'_, PyAny>,
+        mutable: Option<&Bound<'_, PyAny>>,
+        dtype: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let carrier = self.carrier()?;
+        let values = values_arg(values)?;
+        let mutable = bool_arg(mutable, true, "new_like mutable")?;
+        let dtype = optional_dtype(dtype, "new_like dtype")?;
+        let made = py
+            .detach(|| carrier.new_like(&values, mutable, dtype))
+            .py()?;
+        wrap(py, &made)
+    }
+
+    /// A fresh carrier of the same exact class with `size` slots, zeroed unless `empty`:
+    /// `dtype=None` keeps this carrier's dtype. A non-integer size is a TypeError, a negative
+    /// one a ValueError.
+    #[pyo3(signature = (size, *, mutable=None, dtype=None, empty=None))]
+    fn allocate_like(
+        &self,
+        py: Python<'_>,
+        size: &Bound<'_, PyAny>,
+        mutable: Option<&Bound<'_, PyAny>>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        empty: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let carrier = self.carrier()?;
+        let size = to_index(size, "allocate_like size")?;
+        let mutable = bool_arg(mutable, true, "allocate_like mutable")?;
+        let dtype = optional_dtype(dtype, "allocate_like dtype")?;
+        let empty = bool_arg(empty, false, "allocate_like empty")?;
+        let made = py
+            .detach(|| carrier.allocate_like(size, mutable, dtype, empty))
+            .py()?;
+        wrap(py, &made)
     }
 
     fn __repr__(&self) -> PyResult<String> {
@@ -796,6 +898,25 @@ impl PyTiledResidencyFacet {
         let carrier = self.carrier.clone();
         let handle = py.detach(|| residency.evict_async(&carrier, &tiles)).py()?;
         Ok(PyAwaitResidency { inner: handle })
+    }
+
+    /// The corrected residency plan for making `tiles` resident for `purpose` (`"read"`,
+    /// `"write"`, `"operation"` or `"backward"`): the carrier's residency policy suggests (its
+    /// `plan` is called with this purpose), the framework corrects. Nothing moves.
+    fn plan_residency(
+        &self,
+        py: Python<'_>,
+        tiles: &Bound<'_, PyAny>,
+        purpose: &Bound<'_, PyAny>,
+    ) -> PyResult<crate::residency::PyResidencyPlan> {
+        let tiles = tiles_arg(tiles)?;
+        let purpose = crate::residency::purpose_arg(purpose, "plan_residency purpose")?;
+        let residency = self.residency()?;
+        let carrier = self.carrier.clone();
+        let plan = py
+            .detach(|| residency.plan_residency(&carrier, &tiles, purpose))
+            .py()?;
+        Ok(crate::residency::PyResidencyPlan::new(plan))
     }
 }
 

@@ -23,6 +23,9 @@ mod kernels;
 mod prepared;
 mod routes;
 
+mod bulk_write;
+mod residency_progress;
+
 use pyo3::prelude::*;
 
 #[pymodule]
@@ -103,6 +106,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<block_device::PyBlockDevice>()?;
     m.add_class::<block_device::PyBlockDeviceCarrier>()?;
     add_kernel_extension(m)?;
+    m.add_class::<residency_progress::PyTileProgress>()?;
     Ok(())
 }
 

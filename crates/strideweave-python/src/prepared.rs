@@ -267,7 +267,7 @@ impl<T: SubmissionKind> ProviderCompletion<T> for PyCompletion<T> {
         Python::attach(|py| {
             done_flag(py, self.object.bind(py), &self.what).unwrap_or_else(|error| {
                 // Not terminal as far as anyone can tell; the exception is not kept.
-                drop(crate::callback_error::take(&error));
+                crate::callback_error::discard(&error);
                 false
             })
         })

@@ -2,16 +2,19 @@
 //! TiledEvictable) and the `ResidencyPlan` record it returns.
 //!
 //! A `TiledEvictable(..., residency_policy=policy)` keeps the Python object; every plan the
-//! core asks of the policy calls `policy.plan(required, purpose)` with the GIL taken back. An
-//! exception raised there is parked (callback_error) and raised again, as the same object,
-//! when the failing call leaves the core, which has published nothing.
+//! core asks of the policy calls `policy.plan(required, purpose)`, and every progress report
+//! of a tiled operation `policy.on_progress(progress)`, with the GIL taken back. An exception
+//! raised in either is parked (callback_error) and raised again, as the same object, when the
+//! failing call leaves the core, which has published nothing.
 
 use std::fmt;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyTuple};
-use strideweave::carriers::{ResidencyPlan, ResidencyPolicy, ResidencyPurpose, TileSet};
+use strideweave::carriers::{
+    ResidencyPlan, ResidencyPolicy, ResidencyPurpose, TileProgress, TileSet,
+};
 use strideweave::Error;
 
 use crate::callback_error::park;
@@ -33,7 +36,7 @@ fn tiles_arg(tiles: &Bound<'_, PyAny>, what: &str) -> PyResult<TileSet> {
 }
 
 /// A tile set as a sorted tuple of coordinate tuples.
-fn tiles_out<'py>(py: Python<'py>, tiles: &TileSet) -> PyResult<Bound<'py, PyTuple>> {
+pub fn tiles_out<'py>(py: Python<'py>, tiles: &TileSet) -> PyResult<Bound<'py, PyTuple>> {
     let items = tiles
         .coordinates()
         .iter()
@@ -42,7 +45,24 @@ fn tiles_out<'py>(py: Python<'py>, tiles: &TileSet) -> PyResult<Bound<'py, PyTup
     PyTuple::new(py, items)
 }
 
-fn purpose_name(purpose: ResidencyPurpose) -> &'static str {
+/// The purpose a Python name stands for (`what` names the argument in the error).
+pub fn purpose_arg(purpose: &Bound<'_, PyAny>, what: &str) -> PyResult<ResidencyPurpose> {
+    let name: String = purpose.extract().map_err(|_| {
+        PyTypeError::new_err(format!("{what} must be a str, got {}", type_name(purpose)))
+    })?;
+    match name.as_str() {
+        "read" => Ok(ResidencyPurpose::Read),
+        "write" => Ok(ResidencyPurpose::Write),
+        "operation" => Ok(ResidencyPurpose::Operation),
+        "backward" => Ok(ResidencyPurpose::Backward),
+        other => Err(PyValueError::new_err(format!(
+            "{what} must be 'read', 'write', 'operation' or 'backward', got '{other}'"
+        ))),
+    }
+}
+
+/// The Python name of `purpose`.
+pub fn purpose_name(purpose: ResidencyPurpose) -> &'static str {
     match purpose {
         ResidencyPurpose::Read => "read",
         ResidencyPurpose::Write => "write",
@@ -57,6 +77,13 @@ fn purpose_name(purpose: ResidencyPurpose) -> &'static str {
 #[derive(PartialEq)]
 pub struct PyResidencyPlan {
     inner: ResidencyPlan,
+}
+
+impl PyResidencyPlan {
+    /// The Python record of `plan`.
+    pub fn new(plan: ResidencyPlan) -> PyResidencyPlan {
+        PyResidencyPlan { inner: plan }
+    }
 }
 
 #[pymethods]
@@ -113,8 +140,10 @@ impl PyResidencyPlan {
 /// `plan(required, purpose)` — `required` a sorted tuple of tile coordinates, `purpose` one
 /// of `"read"`, `"write"`, `"operation"`, `"backward"` — returning a `ResidencyPlan`, and may
 /// override `primary_capacity()` (an int, or `None` for unbounded; read once, when the
-/// carrier is built). The base suggests nothing and bounds nothing. A plan only optimizes:
-/// the framework corrects it so the required tiles are where the work needs them.
+/// carrier is built) and `on_progress(progress)` (a `TileProgress` after every work item of
+/// a tiled operation; an exception there stops the operation, which publishes nothing). The
+/// base suggests nothing, bounds nothing and ignores progress. A plan only optimizes: the
+/// framework corrects it so the required tiles are where the work needs them.
 #[pyclass(name = "ResidencyPolicy", module = "strideweave", subclass, frozen)]
 pub struct PyResidencyPolicy;
 
@@ -144,6 +173,9 @@ impl PyResidencyPolicy {
     fn primary_capacity(&self) -> Option<usize> {
         None
     }
+
+    /// Observes one progress report of a tiled operation: the base ignores it.
+    fn on_progress(&self, _progress: &Bound<'_, PyAny>) {}
 }
 
 /// The core policy that calls a Python `ResidencyPolicy` object.
@@ -188,6 +220,26 @@ impl ResidencyPolicy for PythonPolicy {
 
     fn primary_capacity(&self) -> Option<usize> {
         self.capacity
+    }
+
+    fn try_on_progress(&self, progress: &TileProgress) -> strideweave::Result<()> {
+        const CALLBACK: &str = "ResidencyPolicy on_progress";
+        Python::attach(|py| {
+            let record = Py::new(py, crate::residency_progress::PyTileProgress::new(progress))
+                .map_err(|e| park(py, CALLBACK, e))?;
+            let answer = self
+                .object
+                .bind(py)
+                .call_method1("on_progress", (record,))
+                .map_err(|e| park(py, CALLBACK, e))?;
+            if answer.is_none() {
+                return Ok(());
+            }
+            Err(Error::Type(format!(
+                "ResidencyPolicy on_progress must return None, got {}",
+                type_name(&answer)
+            )))
+        })
     }
 }
 

@@ -94,6 +94,22 @@ impl PyTransferRequest {
         py.detach(|| request.write(slot, value)).py()
     }
 
+    /// Writes `values` at destination slots `start, start + 1, ...` without publishing them:
+    /// the bulk form of `write`. `values` is a numpy array of the destination's dtype or any
+    /// iterable of `bool`, `int` and `float` (consumed once); every value is normalized to the
+    /// destination dtype and the run checked against the destination's size before any slot
+    /// is written, so a refused call writes nothing. RuntimeError outside the submitted
+    /// transfer.
+    fn write_slots(
+        &self,
+        py: Python<'_>,
+        start: &Bound<'_, PyAny>,
+        values: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let start = to_index(start, "TransferRequest.write_slots start")?;
+        crate::bulk_write::write_slots(py, &self.inner, start, values)
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "TransferRequest({} -> {}, span {})",
