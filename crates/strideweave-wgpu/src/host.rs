@@ -15,7 +15,8 @@ use strideweave::{DType, Error, Result, Shape, Tensor};
 use crate::completion::GpuCompletion;
 use crate::device::{FaultPoint, GpuDevice};
 use crate::storage::{
-    refuse_unstored, stores, value_word, word_value, write_words, GpuSlots, SLOT_BYTES,
+    adopt_or_create, refuse_unstored, stores, value_word, word_value, write_words, GpuSlots,
+    SLOT_BYTES,
 };
 
 /// The provider-owned state of one GpuHost carrier: its slots as 32-bit words in host memory,
@@ -57,19 +58,13 @@ fn storage() -> StorageProvider {
         |_: &HostWords, dtype| stores(dtype),
         |state: &HostWords| state.words.len() as i64,
         |state: &mut HostWords, slots, dtype| {
-            let words = match state.staged.take() {
-                Some(mut words) if words.len() >= slots => {
-                    words.truncate(slots);
-                    words
-                }
-                Some(words) => {
-                    return Err(Error::Value(format!(
-                        "{} staged GpuHost words cannot hold {slots} slots",
-                        words.len()
-                    )))
-                }
-                None => vec![0; slots],
-            };
+            let mut words = adopt_or_create(
+                state.staged.take(),
+                slots,
+                ("GpuHost word buffer", Vec::len),
+                || Ok(vec![0; slots]),
+            )?;
+            words.truncate(slots);
             state.words = words;
             state.dtype = Some(dtype);
             Ok(())

@@ -94,16 +94,14 @@ pub(crate) fn storage(device: Arc<GpuDevice>) -> StorageProvider {
         |state: &GpuSlots| state.slots as i64,
         move |state: &mut GpuSlots, slots, dtype| {
             let bytes = slots as u64 * SLOT_BYTES;
-            let buffer = match state.staged.take() {
-                Some(buffer) if buffer.size() >= bytes => buffer,
-                Some(buffer) => {
-                    return Err(Error::Value(format!(
-                        "a staged Gpu buffer of {} bytes cannot hold {slots} slots",
-                        buffer.size()
-                    )))
-                }
-                None => allocating.create_buffer("Gpu carrier storage", bytes, STORAGE_USAGE)?,
-            };
+            let buffer = adopt_or_create(
+                state.staged.take(),
+                slots,
+                ("Gpu buffer", |buffer: &wgpu::Buffer| {
+                    (buffer.size() / SLOT_BYTES) as usize
+                }),
+                || allocating.create_buffer("Gpu carrier storage", bytes, STORAGE_USAGE),
+            )?;
             state.buffer = Some(buffer);
             state.slots = slots;
             state.dtype = Some(dtype);
@@ -136,6 +134,29 @@ pub(crate) fn storage(device: Arc<GpuDevice>) -> StorageProvider {
     // contents already hold, so the framework need not write a zero per slot (a queue write
     // each).
     .with_allocation_contents(|_: &mut GpuSlots, _| Ok(()))
+}
+
+/// The storage an `allocate` of `slots` slots gives a carrier of the Gpu or GpuHost class:
+/// the `staged` storage (a buffer or words that an upload or a kernel already filled) when
+/// its capacity in slots (`capacity.1`) holds them, fresh storage from `create` when nothing
+/// is staged, and a Value error naming the staged kind (`capacity.0`) when it is too small.
+///
+/// Seed rule: `allocate` creates "exactly the requested slots"; adopting staged storage keeps
+/// a carrier built from device or host work from passing every slot through a `Value`.
+pub(crate) fn adopt_or_create<T>(
+    staged: Option<T>,
+    slots: usize,
+    (kind, capacity): (&str, impl Fn(&T) -> usize),
+    create: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    match staged {
+        Some(storage) if capacity(&storage) >= slots => Ok(storage),
+        Some(storage) => Err(Error::Value(format!(
+            "a staged {kind} of {} slots cannot hold {slots} slots",
+            capacity(&storage)
+        ))),
+        None => create(),
+    }
 }
 
 /// The value a 32-bit word holds in `dtype`.

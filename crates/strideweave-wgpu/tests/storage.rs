@@ -295,3 +295,37 @@ fn a_destroyed_device_fails_every_later_call_with_a_runtime_error() -> Result<()
     assert_eq!(carrier.version(), 1);
     Ok(())
 }
+
+/// A carrier built around a staged buffer adopts it when it holds the slots and refuses it
+/// (a Value error, no carrier) when it does not; a fresh carrier gets a zeroed buffer.
+#[test]
+fn a_staged_buffer_is_adopted_only_when_it_holds_the_slots() -> Result<()> {
+    let Some(gpu) = shared_gpu("a_staged_buffer_is_adopted_only_when_it_holds_the_slots") else {
+        return Ok(());
+    };
+    let interface = gpu
+        .interface()
+        .downcast_ref::<strideweave_wgpu::GpuInterface>()
+        .expect("the Gpu interface");
+    let usage =
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+    let small = gpu.device().create_buffer("test staging", 8, usage)?;
+    let error = interface
+        .result_carrier(small, 10, DType::FLOAT32)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value, "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("a staged Gpu buffer of 2 slots cannot hold 10 slots"),
+        "{error}"
+    );
+    let words: Vec<f32> = vec![1.5, -2.0, 3.25];
+    let staged =
+        gpu.device()
+            .create_buffer_with("test staging", bytemuck::cast_slice(&words), usage)?;
+    let carrier = interface.result_carrier(staged, 3, DType::FLOAT32)?;
+    let tensor = Tensor::compact(carrier, Shape::new(3)?)?;
+    assert_eq!(numbers(&download(&tensor)?)?, [1.5, -2.0, 3.25]);
+    Ok(())
+}
