@@ -5,9 +5,11 @@
 //!   over an empty Gpu primary bounded at 4 of its 16 tiles and a GpuHost secondary holding
 //!   every tile (each operation streams all 16 tiles onto the device, one upload each),
 //!   against the same operation on the dense Gpu tensor;
-//! - `kernel_add`, `kernel_reduce_sum`, `kernel_matmul`: the Gpu kernels against the CPU
-//!   carrier's on the same values (the framework waits on a kernel's completion before it
-//!   publishes the result, so each timed call covers the finished device work).
+//! - `kernel_add`, `kernel_reduce_sum` (1024 results over 1024 elements),
+//!   `kernel_reduce_sum_row` (one result over 4 Mi elements: the tree reduction's two passes),
+//!   `kernel_matmul`: the Gpu kernels against the CPU carrier's on the same values (the
+//!   framework waits on a kernel's completion before it publishes the result, so each timed
+//!   call covers the finished device work).
 //!
 //! On a machine without a GPU the device is Mesa's llvmpipe, a software rasterizer on the
 //! same cores as the CPU carrier, so the Gpu-against-CPU figures say how the Gpu carrier runs
@@ -68,9 +70,10 @@ fn streaming(c: &mut Criterion, gpu: &Gpu) {
 }
 
 fn kernels(c: &mut Criterion, gpu: &Gpu) {
-    let cases: [(&str, (usize, usize)); 3] = [
+    let cases: [(&str, (usize, usize)); 4] = [
         ("kernel_add", (SIDE, SIDE)),
         ("kernel_reduce_sum", (SIDE, SIDE)),
+        ("kernel_reduce_sum_row", (1, 1 << 22)),
         ("kernel_matmul", (256, 256)),
     ];
     for (name, (rows, columns)) in cases {
@@ -82,7 +85,7 @@ fn kernels(c: &mut Criterion, gpu: &Gpu) {
         let run = |x: &Tensor| -> Tensor {
             match name {
                 "kernel_add" => ops::add(x, x),
-                "kernel_reduce_sum" => ops::reduce_sum(x),
+                "kernel_reduce_sum" | "kernel_reduce_sum_row" => ops::reduce_sum(x),
                 _ => ops::matmul(x, x),
             }
             .expect(name)

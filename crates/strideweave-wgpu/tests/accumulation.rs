@@ -5,33 +5,21 @@
 
 mod common;
 
-use common::{download, numbers, shared_gpu, Rng};
+use common::{assert_within_an_ulp, download, f64_gpu, int_pair, numbers, shared_gpu, ulps, Rng};
 use strideweave::carriers::Cpu;
 use strideweave::{ops, DType, ErrorKind, Layout, Result, Shape, Tensor};
 use strideweave_wgpu::Gpu;
 
 /// An Int32 CPU tensor of `shape` holding `values` in a random layout (column-major,
-/// row-major or padded) at a random offset, and its upload.
-fn int_pair(
+/// row-major or gapped) at a random offset, and its upload.
+fn random_int_pair(
     gpu: &Gpu,
     rng: &mut Rng,
-    (r, c): (usize, usize),
+    shape: (usize, usize),
     values: &[i32],
 ) -> Result<(Tensor, Tensor)> {
-    let strides = match rng.below(3) {
-        0 => [1, r],
-        1 => [c, 1],
-        _ => [2, 2 * r + 1],
-    };
-    let layout = Layout::from_flat(&[r, c], &strides)?;
-    let offset = rng.below(4);
-    let mut slots = vec![0i32; offset + layout.cosize()];
-    for (ordinal, value) in values.iter().enumerate() {
-        slots[offset + layout.index_of(ordinal)?] = *value;
-    }
-    let cpu = Tensor::new(Cpu::from_i32(&slots, true)?, offset, layout)?;
-    let uploaded = gpu.upload(&cpu)?;
-    Ok((cpu, uploaded))
+    let kind = rng.below(3);
+    int_pair(gpu, rng, kind, shape, |ordinal| values[ordinal])
 }
 
 /// The Gpu answer equals the CPU answer: the same values, or an Overflow error on both
@@ -82,7 +70,7 @@ fn int32_sums_are_exact_and_only_the_total_is_checked() -> Result<()> {
         let values: Vec<i32> = (0..shape.0 * shape.1)
             .map(|_| rng.below(20001) as i32 - 10000)
             .collect();
-        let (cpu, uploaded) = int_pair(&gpu, &mut rng, shape, &values)?;
+        let (cpu, uploaded) = random_int_pair(&gpu, &mut rng, shape, &values)?;
         let overflowed = same_outcome(
             "small sums",
             ops::reduce_sum(&cpu),
@@ -90,7 +78,7 @@ fn int32_sums_are_exact_and_only_the_total_is_checked() -> Result<()> {
         )?;
         assert!(!overflowed);
     }
-    let (cpu, uploaded) = int_pair(&gpu, &mut rng, (1, 3), &[i32::MAX, 1, -1])?;
+    let (cpu, uploaded) = random_int_pair(&gpu, &mut rng, (1, 3), &[i32::MAX, 1, -1])?;
     same_outcome(
         "[MAX, 1, -1]",
         ops::reduce_sum(&cpu),
@@ -104,7 +92,7 @@ fn int32_sums_are_exact_and_only_the_total_is_checked() -> Result<()> {
     for round in 0..40 {
         let shape = (1 + rng.below(5), 1 + rng.below(4));
         let values: Vec<i32> = (0..shape.0 * shape.1).map(|_| int(&mut rng)).collect();
-        let (cpu, uploaded) = int_pair(&gpu, &mut rng, shape, &values)?;
+        let (cpu, uploaded) = random_int_pair(&gpu, &mut rng, shape, &values)?;
         let what = format!("round {round}: {shape:?} {values:?}");
         if same_outcome(&what, ops::reduce_sum(&cpu), ops::reduce_sum(&uploaded))? {
             overflows += 1;
@@ -168,8 +156,8 @@ fn int32_products_are_exact_and_only_the_total_is_checked() -> Result<()> {
     for (n, m, k) in [(1, 1, 1), (16, 17, 5), (257, 1, 3), (3, 4, 300)] {
         let a: Vec<i32> = (0..n * k).map(|_| rng.below(401) as i32 - 200).collect();
         let b: Vec<i32> = (0..m * k).map(|_| rng.below(401) as i32 - 200).collect();
-        let (ca, ga) = int_pair(&gpu, &mut rng, (n, k), &a)?;
-        let (cb, gb) = int_pair(&gpu, &mut rng, (m, k), &b)?;
+        let (ca, ga) = random_int_pair(&gpu, &mut rng, (n, k), &a)?;
+        let (cb, gb) = random_int_pair(&gpu, &mut rng, (m, k), &b)?;
         let overflowed = same_outcome(
             "small products",
             ops::matmul(&ca, &cb),
@@ -181,8 +169,8 @@ fn int32_products_are_exact_and_only_the_total_is_checked() -> Result<()> {
     let (min, max) = (i32::MIN, i32::MAX);
     let a = [min, min, min, min, -65536, 1];
     let b = [min, min, max, max, 65536, 7];
-    let (ca, ga) = int_pair(&gpu, &mut rng, (1, 6), &a)?;
-    let (cb, gb) = int_pair(&gpu, &mut rng, (1, 6), &b)?;
+    let (ca, ga) = random_int_pair(&gpu, &mut rng, (1, 6), &a)?;
+    let (cb, gb) = random_int_pair(&gpu, &mut rng, (1, 6), &b)?;
     same_outcome(
         "past 2^63 and back",
         ops::matmul(&ca, &cb),
@@ -203,8 +191,8 @@ fn int32_products_are_exact_and_only_the_total_is_checked() -> Result<()> {
             })
             .collect();
         let b: Vec<i32> = (0..m * k).map(|_| small(&mut rng)).collect();
-        let (ca, ga) = int_pair(&gpu, &mut rng, (n, k), &a)?;
-        let (cb, gb) = int_pair(&gpu, &mut rng, (m, k), &b)?;
+        let (ca, ga) = random_int_pair(&gpu, &mut rng, (n, k), &a)?;
+        let (cb, gb) = random_int_pair(&gpu, &mut rng, (m, k), &b)?;
         let what = format!("round {round}: {a:?} · {b:?}");
         if same_outcome(&what, ops::matmul(&ca, &cb), ops::matmul(&ga, &gb))? {
             overflows += 1;
@@ -217,30 +205,16 @@ fn int32_products_are_exact_and_only_the_total_is_checked() -> Result<()> {
     Ok(())
 }
 
-/// The distance between `g` and `c` in Float32 units in the last place of `c`.
-fn ulps(g: f64, c: f64) -> f64 {
-    let c32 = c as f32;
-    let ulp = f64::from(f32::from_bits(c32.abs().to_bits() + 1) - c32.abs());
-    (g - c).abs() / ulp
-}
-
 /// Float32 sums and products accumulating in Float64 match the CPU's within one Float32 ulp
 /// (both round one binary64 total; the CPU may add in another order, which binary64 keeps
-/// far below a Float32 ulp here), on a long sum where Float32 accumulation drifts by
-/// thousands of ulps, and on random layouts.
+/// far below a Float32 ulp here), on a long sum, on a long product where Float32
+/// accumulation in ascending order drifts by hundreds of ulps, and on random layouts
+/// (tests/reductions.rs shows a sum binary32 gets wrong in any order).
 #[test]
 fn float32_sums_accumulating_in_float64_match_the_cpu() -> Result<()> {
-    let Some(gpu) = shared_gpu("float32_sums_accumulating_in_float64_match_the_cpu") else {
+    let Some(gpu) = f64_gpu("float32_sums_accumulating_in_float64_match_the_cpu") else {
         return Ok(());
     };
-    if !gpu.device().computes_f64() {
-        println!(
-            "SKIPPED: float32_sums_accumulating_in_float64_match_the_cpu: {} has no binary64 \
-             shader arithmetic",
-            gpu.device().adapter()
-        );
-        return Ok(());
-    }
     let mut rng = Rng(0x5eed_1003);
     let (rows, long) = (3, 1 << 21);
     let values: Vec<f32> = (0..rows * long).map(|_| rng.float(0.05, 0.15)).collect();
@@ -251,18 +225,11 @@ fn float32_sums_accumulating_in_float64_match_the_cpu() -> Result<()> {
         &uploaded,
         DType::FLOAT64,
     )?)?)?;
-    let narrow = numbers(&download(&ops::reduce_sum(&uploaded)?)?)?;
     for i in 0..rows {
         assert!(
             ulps(wide[i], expected[i]) <= 1.0,
             "row {i}: {} vs {}",
             wide[i],
-            expected[i]
-        );
-        assert!(
-            ulps(narrow[i], expected[i]) > 1000.0,
-            "row {i}: the Float32 sum {} is close to {}",
-            narrow[i],
             expected[i]
         );
     }
@@ -302,18 +269,14 @@ fn float32_sums_accumulating_in_float64_match_the_cpu() -> Result<()> {
             &uploaded,
             DType::FLOAT64,
         )?)?)?;
-        for (g, c) in got.iter().zip(&expected) {
-            assert!(
-                ulps(*g, *c) <= 1.0 || (g - c).abs() <= 1e-6,
-                "{shape:?}: {g} vs {c}"
-            );
-        }
+        assert_within_an_ulp(&format!("{shape:?}"), &got, &expected);
     }
     Ok(())
 }
 
 /// Reductions and products over more than 65535 elements visit every element: some drivers
-/// (llvmpipe) end any shader loop after 65535 iterations, so the shaders nest their loops.
+/// (llvmpipe) end any shader loop after 65535 iterations, so products write out blocks of
+/// their loop and reductions run as trees.
 #[test]
 fn reductions_and_products_visit_every_element_past_65535() -> Result<()> {
     let Some(gpu) = shared_gpu("reductions_and_products_visit_every_element_past_65535") else {
@@ -337,19 +300,20 @@ fn reductions_and_products_visit_every_element_past_65535() -> Result<()> {
         [6.0 * long as f64; 2]
     );
 
-    // The longest mode one invocation reduces, (65535 − 64) · 64 elements, and one more,
-    // which is declined.
+    // The longest mode one invocation contracts, (65535 − 64) · 64 elements, and one more,
+    // which a product declines; a reduction over it runs as a tree.
     let longest = (65535 - 64) * 64;
     let ones = gpu.from_f32(&vec![1.0; longest + 1], Shape::new(longest + 1)?)?;
     let row = Tensor::compact(ones.carrier().clone(), Shape::new((1, longest))?)?;
-    assert_eq!(numbers(&ops::reduce_sum(&row)?)?, [longest as f64]);
+    assert_eq!(numbers(&ops::matmul(&row, &row)?)?, [longest as f64]);
     let beyond = Tensor::compact(ones.carrier().clone(), Shape::new((1, longest + 1))?)?;
-    let error = ops::reduce_sum(&beyond).unwrap_err();
+    assert_eq!(numbers(&ops::reduce_sum(&beyond)?)?, [(longest + 1) as f64]);
+    let error = ops::matmul(&beyond, &beyond).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::NotImplemented, "{error}");
     assert!(
         error
             .to_string()
-            .contains("reduces a mode of 4190145 elements"),
+            .contains("'matmul' contracts a mode of 4190145 elements"),
         "{error}"
     );
     Ok(())

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{download, shared_gpu, Rng};
+use common::{download, shared_gpu, upload_operands, Rng};
 use strideweave::carriers::Cpu;
 use strideweave::operation::{call, Operand};
 use strideweave::{DType, Layout, Result, Tensor, Value};
@@ -32,13 +32,7 @@ fn random_tensor(
 /// `name` on the CPU operands and on their uploads: the same Bool values, on the Gpu.
 fn same_bools(gpu: &Gpu, name: &str, operands: &[Operand]) -> Result<()> {
     let expected = call(name, operands.to_vec(), &[])?.remove(0);
-    let uploaded = operands
-        .iter()
-        .map(|o| match o {
-            Operand::Tensor(t) => gpu.upload(t).map(Operand::Tensor),
-            Operand::Scalar(v) => Ok(Operand::Scalar(*v)),
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let uploaded = upload_operands(gpu, operands)?;
     let result = call(name, uploaded, &[])?.remove(0);
     assert_eq!(result.carrier().class(), gpu.class(), "{name}");
     assert_eq!(result.dtype(), DType::BOOL, "{name}");

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{download, numbers, own_gpu, same_f32, shared_gpu, Rng};
+use common::{download, numbers, own_gpu, same_f32, shared_gpu, upload_operands, Rng};
 use strideweave::carriers::Cpu;
 use strideweave::operation::{call, Operand};
 use strideweave::{DType, ErrorKind, Layout, Result, Shape, Tensor, Value};
@@ -61,13 +61,7 @@ fn random_tensor(
 /// Runs `name` on the CPU operands and on their Gpu uploads, and compares.
 fn differential(gpu: &Gpu, name: &str, operands: &[Operand], tolerance: Tolerance) -> Result<()> {
     let expected = call(name, operands.to_vec(), &[])?.remove(0);
-    let uploaded = operands
-        .iter()
-        .map(|o| match o {
-            Operand::Tensor(t) => gpu.upload(t).map(Operand::Tensor),
-            Operand::Scalar(v) => Ok(Operand::Scalar(*v)),
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let uploaded = upload_operands(gpu, operands)?;
     let result = call(name, uploaded, &[])?.remove(0);
     assert_eq!(
         result.carrier().class(),

@@ -60,8 +60,8 @@ fn kernels_run_on_tensors_beyond_the_storage_binding_limit() -> Result<()> {
     );
     drop(sum);
 
-    // Sums over the long mode of a (4096, columns) view: one invocation per row, reading both
-    // windows; the CPU sums in the same ascending order.
+    // Sums over the long mode of a (4096, columns) view: a tree per row, reading both
+    // windows.
     let matrix = Tensor::compact(x.carrier().clone(), Shape::new((rows, columns))?)?;
     let cpu = Tensor::compact(Cpu::from_f32(&a, true)?, Shape::new((rows, columns))?)?;
     let rows_sum = numbers(&download(&ops::reduce_sum(&matrix)?)?)?;
@@ -73,6 +73,30 @@ fn kernels_run_on_tensors_beyond_the_storage_binding_limit() -> Result<()> {
         );
     }
     drop(cpu);
+
+    // One row over the whole buffer: a tree reduction in three passes whose first reads
+    // both windows.
+    let row = Tensor::compact(x.carrier().clone(), Shape::new((1, n))?)?;
+    let total: f64 = a.iter().map(|v| f64::from(*v)).sum();
+    let largest = a.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let got = numbers(&download(&ops::reduce_sum(&row)?)?)?;
+    assert!(
+        (got[0] - total).abs() <= 1e-5 * total + 1e-6,
+        "{got:?} vs {total}"
+    );
+    assert_eq!(
+        numbers(&download(&ops::reduce_max(&row)?)?)?,
+        [f64::from(largest)]
+    );
+    assert!(
+        gpu.device()
+            .pipeline_keys()
+            .iter()
+            .any(|key| key.starts_with("tree|false|f32|native|x|")
+                && key.ends_with(&format!("|w2:1x{}", limit / 4))),
+        "{:?}",
+        gpu.device().pipeline_keys()
+    );
 
     // A product whose lhs (16, n / 16) lies beyond the limit and whose rhs (1, n / 16) does
     // not; the rhs is 1 at every 1024th position and 0 elsewhere, so every sum is exact in

@@ -18,16 +18,48 @@ use crate::storage::{SLOT_BYTES, STORAGE_USAGE};
 /// The WGSL of a specialization for the bindings its buffers take.
 type Shader = Box<dyn Fn(&Windows) -> String + Send + Sync>;
 
-/// One dispatch being specialized: the operand tensors in binding order, the `Params`
-/// words, and the shader with its key (completed by the windows of the buffers bound).
+/// The work of one kernel being specialized: the operand tensors in binding order, the base
+/// `Params` words, the scratch buffers its passes pass partial results through, and its
+/// passes, dispatched in order in one submission.
 pub(crate) struct Launch {
     name: &'static str,
     spec: ResultSpec,
-    scalar: Scalar,
     operands: Vec<Tensor>,
     params: [u32; PARAMS_BYTES / 4],
-    shader: Option<(String, Shader)>,
+    scalars: usize,
+    scratch: Vec<u64>,
+    passes: Vec<Pass>,
     checked: Checked,
+}
+
+/// Where a pass reads: the operands (in binding order) or one scratch buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// The operand tensors' buffers.
+    Operands,
+    /// The scratch buffer of this index.
+    Scratch(usize),
+}
+
+/// Where a pass writes: the result buffer or one scratch buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sink {
+    /// The result carrier's buffer (a checked launch binds the overflow word here too).
+    Result,
+    /// The scratch buffer of this index.
+    Scratch(usize),
+}
+
+/// One dispatch of a launch: what it reads and writes, its `Params` words, how many
+/// invocations it runs, and its shader with the key (completed by the windows of the
+/// buffers bound).
+struct Pass {
+    source: Source,
+    sink: Sink,
+    params: [u32; PARAMS_BYTES / 4],
+    invocations: usize,
+    key: String,
+    shader: Shader,
 }
 
 /// How a checked dispatch reports leaving the Int32 range through its overflow word.
@@ -49,14 +81,15 @@ pub(crate) enum Checked {
 }
 
 impl Launch {
-    pub(crate) fn new(name: &'static str, spec: ResultSpec, scalar: Scalar) -> Launch {
+    pub(crate) fn new(name: &'static str, spec: ResultSpec) -> Launch {
         Launch {
             name,
             spec,
-            scalar,
             operands: Vec::new(),
             params: [0; PARAMS_BYTES / 4],
-            shader: None,
+            scalars: 0,
+            scratch: Vec::new(),
+            passes: Vec::new(),
             checked: Checked::No,
         }
     }
@@ -77,10 +110,11 @@ impl Launch {
         Ok(())
     }
 
-    /// Sets `params.scalar` to the weak scalar `value` in the shader's dtype (converted
-    /// once, as the plan says).
-    pub(crate) fn set_scalar(&mut self, value: Value) -> Result<()> {
-        let bits = match (self.scalar, value) {
+    /// Stores the next weak scalar `value` as `scalar` bits (converted once, as the plan
+    /// says): the first in `params.scalar`, a second (a `select` of two scalars) in
+    /// `params.scalar2`. The `Params` field it went to.
+    pub(crate) fn set_scalar(&mut self, value: Value, scalar: Scalar) -> Result<&'static str> {
+        let bits = match (scalar, value) {
             (Scalar::F32, Value::Float(x)) => (x as f32).to_bits(),
             (Scalar::F32, Value::Int(x)) => (x as f32).to_bits(),
             (Scalar::F32, Value::Bool(b)) => f32::from(u8::from(b)).to_bits(),
@@ -95,8 +129,19 @@ impl Launch {
                 )))
             }
         };
-        self.params[3] = bits;
-        Ok(())
+        let (word, field) = match self.scalars {
+            0 => (3, "scalar"),
+            1 => (7, "scalar2"),
+            _ => {
+                return Err(Error::Type(format!(
+                    "the Gpu '{}' kernel takes at most two weak scalars",
+                    self.name
+                )))
+            }
+        };
+        self.scalars += 1;
+        self.params[word] = bits;
+        Ok(field)
     }
 
     /// Sets `params.scalar` to raw bits.
@@ -111,13 +156,54 @@ impl Launch {
         self.checked = checked;
     }
 
-    /// Sets the specialization key (before the windows' part) and the shader's generator.
+    /// Adds the launch's single pass, from the operands to the result over `params.n`
+    /// invocations with the parameters set so far, with its specialization key (before the
+    /// windows' part) and the shader's generator.
     pub(crate) fn set_shader(
         &mut self,
         key: String,
         shader: impl Fn(&Windows) -> String + Send + Sync + 'static,
     ) {
-        self.shader = Some((key, Box::new(shader)));
+        self.passes.push(Pass {
+            source: Source::Operands,
+            sink: Sink::Result,
+            params: self.params,
+            invocations: self.params[0] as usize,
+            key,
+            shader: Box::new(shader),
+        });
+    }
+
+    /// A scratch buffer of `bytes` bytes for passes to exchange partial results through,
+    /// allocated with the result: its index.
+    pub(crate) fn add_scratch(&mut self, bytes: u64) -> usize {
+        self.scratch.push(bytes);
+        self.scratch.len() - 1
+    }
+
+    /// Adds a pass from `source` to `sink` over `invocations` invocations whose `Params` are
+    /// the launch's with `n`, `m`, `k` and `scalar` set to `counts`.
+    pub(crate) fn add_pass(
+        &mut self,
+        (source, sink): (Source, Sink),
+        counts: [usize; 4],
+        invocations: usize,
+        key: String,
+        shader: impl Fn(&Windows) -> String + Send + Sync + 'static,
+    ) -> Result<()> {
+        let mut params = self.params;
+        for (word, count) in params.iter_mut().zip(counts) {
+            *word = self.index(count)?;
+        }
+        self.passes.push(Pass {
+            source,
+            sink,
+            params,
+            invocations,
+            key,
+            shader: Box::new(shader),
+        });
+        Ok(())
     }
 
     fn index(&self, value: usize) -> Result<u32> {
@@ -159,10 +245,21 @@ fn window_bytes(limits: &wgpu::Limits) -> u64 {
     (limit / alignment * alignment).max(alignment)
 }
 
+/// One pass, prepared: its compiled pipeline, what it binds, its parameters and its grid.
+struct Prepared {
+    pipeline: Arc<wgpu::ComputePipeline>,
+    source: Source,
+    sink: Sink,
+    params: [u32; PARAMS_BYTES / 4],
+    grid: (u32, u32),
+    checked: bool,
+}
+
 /// Prepares `work` on the class's interface: reads the operand buffers, splits every buffer
-/// beyond the device's storage binding limit into windows (declining when the bindings
-/// exceed the device's storage buffers per stage), compiles (or reuses) the pipeline of the
-/// specialization; submission runs on the returned record.
+/// beyond the device's storage binding limit into windows (declining when a pass's bindings
+/// exceed the device's storage buffers per stage, or a scratch buffer exceeds one binding),
+/// and compiles (or reuses) the pipeline of every pass's specialization; submission runs on
+/// the returned record.
 pub(crate) fn launch(work: Launch, handle: InterfaceHandle) -> Result<Preparation> {
     let interface = handle.downcast_ref::<GpuInterface>().ok_or_else(|| {
         Error::Type(format!(
@@ -181,49 +278,92 @@ pub(crate) fn launch(work: Launch, handle: InterfaceHandle) -> Result<Preparatio
         buffers.push((buffer, bound));
     }
     let result = ranges(result_bytes, window);
-    let windows = Windows {
-        inputs: buffers.iter().map(|(_, r)| r.len() as u32).collect(),
-        result: result.len() as u32,
-        slots: u32::try_from(window / SLOT_BYTES).unwrap_or(u32::MAX),
-    };
-    let checked = work.checked != Checked::No;
-    let available = device.limits().max_storage_buffers_per_shader_stage;
-    if windows.storage_bindings(checked) > available {
+    if let Some(bytes) = work.scratch.iter().find(|bytes| **bytes > window) {
         return Ok(Preparation::Unsupported(Unsupported::new(format!(
-            "'{}' would bind {} storage buffers (windows of {window} bytes), more than the \
-             device's {available} per shader stage",
-            work.name,
-            windows.storage_bindings(checked)
+            "'{}' would pass {bytes} bytes of partial results between its passes, more than \
+             one binding of {window} bytes",
+            work.name
         ))?));
     }
-    let Some(grid) = wgsl::grid(work.params[0] as usize) else {
-        return Ok(Preparation::Unsupported(Unsupported::new(format!(
-            "{} invocations do not fit one dispatch grid",
-            work.params[0]
-        ))?));
-    };
-    let (key, shader) = work
-        .shader
-        .as_ref()
-        .ok_or_else(|| Error::Runtime(format!("the Gpu '{}' kernel has no shader", work.name)))?;
-    let key = format!("{key}{}", windows.key());
-    let pipeline = device.pipeline(&key, &shader(&windows))?;
+    let available = device.limits().max_storage_buffers_per_shader_stage;
+    let mut prepared = Vec::with_capacity(work.passes.len());
+    for pass in &work.passes {
+        let checked = pass.sink == Sink::Result && work.checked != Checked::No;
+        let windows = Windows {
+            inputs: match pass.source {
+                Source::Operands => buffers.iter().map(|(_, r)| r.len() as u32).collect(),
+                Source::Scratch(_) => vec![1],
+            },
+            result: match pass.sink {
+                Sink::Result => result.len() as u32,
+                Sink::Scratch(_) => 1,
+            },
+            slots: u32::try_from(window / SLOT_BYTES).unwrap_or(u32::MAX),
+        };
+        if windows.storage_bindings(checked) > available {
+            return Ok(Preparation::Unsupported(Unsupported::new(format!(
+                "'{}' would bind {} storage buffers (windows of {window} bytes), more than the \
+                 device's {available} per shader stage",
+                work.name,
+                windows.storage_bindings(checked)
+            ))?));
+        }
+        let Some(grid) = wgsl::grid(pass.invocations) else {
+            return Ok(Preparation::Unsupported(Unsupported::new(format!(
+                "{} invocations do not fit one dispatch grid",
+                pass.invocations
+            ))?));
+        };
+        let key = format!("{}{}", pass.key, windows.key());
+        prepared.push(Prepared {
+            pipeline: device.pipeline(&key, &(pass.shader)(&windows))?,
+            source: pass.source,
+            sink: pass.sink,
+            params: pass.params,
+            grid,
+            checked,
+        });
+    }
+    if prepared.is_empty() {
+        return Err(Error::Runtime(format!(
+            "the Gpu '{}' kernel has no shader",
+            work.name
+        )));
+    }
     let prepared = PreparedKernel::new(handle.clone(), move || {
-        submit(&handle, &device, &pipeline, &buffers, &result, &work, grid)
+        submit(&handle, &device, &prepared, &buffers, &result, &work)
     });
     Ok(Preparation::Kernel(prepared))
 }
 
-/// Allocates the result buffer, encodes and submits the dispatch, and returns the pending
-/// completion that builds the result carrier once the device finished.
+/// The bind-group entries of `buffer` bound as `ranges`, numbered on from `entries`.
+fn bind_ranges<'a>(
+    entries: &mut Vec<wgpu::BindGroupEntry<'a>>,
+    buffer: &'a wgpu::Buffer,
+    ranges: &[BoundRange],
+) {
+    for &(offset, size) in ranges {
+        entries.push(wgpu::BindGroupEntry {
+            binding: entries.len() as u32,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer,
+                offset,
+                size,
+            }),
+        });
+    }
+}
+
+/// Allocates the result buffer and the scratch buffers, encodes every pass's dispatch in
+/// order and submits them together, and returns the pending completion that builds the
+/// result carrier once the device finished.
 fn submit(
     handle: &InterfaceHandle,
     device: &Arc<GpuDevice>,
-    pipeline: &wgpu::ComputePipeline,
+    passes: &[Prepared],
     buffers: &[Bound],
     result_ranges: &[BoundRange],
     work: &Launch,
-    (x, y): (u32, u32),
 ) -> Result<Submitted<ProviderResult>> {
     let slots = work.spec.layout().cosize();
     let label = format!("result of '{}'", work.name);
@@ -236,28 +376,40 @@ fn submit(
     let what = format!("run the Gpu '{}' kernel", work.name);
     let finished = Arc::new(AtomicBool::new(false));
     let done = Arc::clone(&finished);
-    // One set of error scopes around the whole launch: the result, parameter and flag
-    // buffers, the bind group, the encoding and the submission.
+    // One set of error scopes around the whole launch: the result, scratch, parameter and
+    // flag buffers, the bind groups, the encoding and the submission.
     let (result, readback, index) = device
         .scoped(FaultPoint::Submit, &what, |d| {
-            let result = d.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(&label),
-                size,
-                usage: STORAGE_USAGE,
-                mapped_at_creation: false,
-            });
-            let params = d.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("kernel params"),
-                size: PARAMS_BYTES as u64,
-                usage: wgpu::BufferUsages::UNIFORM,
-                mapped_at_creation: true,
-            });
-            let written = params.get_mapped_range_mut(..).map(|mut view| {
-                view.slice(..)
-                    .copy_from_slice(bytemuck::cast_slice(&work.params))
-            });
-            params.unmap();
-            written?;
+            let storage = |label: &str, size: u64| {
+                d.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(label),
+                    size,
+                    usage: STORAGE_USAGE,
+                    mapped_at_creation: false,
+                })
+            };
+            let result = storage(&label, size);
+            let scratch: Vec<wgpu::Buffer> = work
+                .scratch
+                .iter()
+                .map(|bytes| storage("kernel partial results", (*bytes).max(4)))
+                .collect();
+            let mut params = Vec::with_capacity(passes.len());
+            for pass in passes {
+                let buffer = d.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("kernel params"),
+                    size: PARAMS_BYTES as u64,
+                    usage: wgpu::BufferUsages::UNIFORM,
+                    mapped_at_creation: true,
+                });
+                let written = buffer.get_mapped_range_mut(..).map(|mut view| {
+                    view.slice(..)
+                        .copy_from_slice(bytemuck::cast_slice(&pass.params))
+                });
+                buffer.unmap();
+                written?;
+                params.push(buffer);
+            }
             let flags = (work.checked != Checked::No).then(|| {
                 let buffer = |label, usage| {
                     d.create_buffer(&wgpu::BufferDescriptor {
@@ -278,49 +430,56 @@ fn submit(
                     ),
                 )
             });
-            let mut entries: Vec<wgpu::BindGroupEntry> = Vec::new();
-            let bound = buffers
+            let whole: [BoundRange; 1] = [(0, None)];
+            let groups: Vec<wgpu::BindGroup> = passes
                 .iter()
-                .map(|(buffer, ranges)| (buffer, ranges.as_slice()))
-                .chain([(&result, result_ranges)]);
-            for (buffer, ranges) in bound {
-                for &(offset, size) in ranges {
+                .zip(&params)
+                .map(|(pass, params)| {
+                    let mut entries: Vec<wgpu::BindGroupEntry> = Vec::new();
+                    match pass.source {
+                        Source::Operands => {
+                            for (buffer, ranges) in buffers {
+                                bind_ranges(&mut entries, buffer, ranges);
+                            }
+                        }
+                        Source::Scratch(p) => bind_ranges(&mut entries, &scratch[p], &whole),
+                    }
+                    match pass.sink {
+                        Sink::Result => bind_ranges(&mut entries, &result, result_ranges),
+                        Sink::Scratch(p) => bind_ranges(&mut entries, &scratch[p], &whole),
+                    }
                     entries.push(wgpu::BindGroupEntry {
                         binding: entries.len() as u32,
-                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer,
-                            offset,
-                            size,
-                        }),
+                        resource: params.as_entire_binding(),
                     });
-                }
-            }
-            entries.push(wgpu::BindGroupEntry {
-                binding: entries.len() as u32,
-                resource: params.as_entire_binding(),
-            });
-            if let Some((flag, _)) = &flags {
-                entries.push(wgpu::BindGroupEntry {
-                    binding: entries.len() as u32,
-                    resource: flag.as_entire_binding(),
-                });
-            }
-            let group = d.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(work.name),
-                layout: &pipeline.get_bind_group_layout(0),
-                entries: &entries,
-            });
+                    if let (true, Some((flag, _))) = (pass.checked, &flags) {
+                        entries.push(wgpu::BindGroupEntry {
+                            binding: entries.len() as u32,
+                            resource: flag.as_entire_binding(),
+                        });
+                    }
+                    d.create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: Some(work.name),
+                        layout: &pass.pipeline.get_bind_group_layout(0),
+                        entries: &entries,
+                    })
+                })
+                .collect();
             let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some(work.name),
             });
             {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                let mut compute = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some(work.name),
                     timestamp_writes: None,
                 });
-                pass.set_pipeline(pipeline);
-                pass.set_bind_group(0, &group, &[]);
-                pass.dispatch_workgroups(x, y, 1);
+                // Each dispatch sees the writes of the ones before it (WebGPU orders the
+                // dispatches of a pass).
+                for (pass, group) in passes.iter().zip(&groups) {
+                    compute.set_pipeline(&pass.pipeline);
+                    compute.set_bind_group(0, group, &[]);
+                    compute.dispatch_workgroups(pass.grid.0, pass.grid.1, 1);
+                }
             }
             if let Some((flag, readback)) = &flags {
                 encoder.copy_buffer_to_buffer(flag, 0, readback, 0, SLOT_BYTES);

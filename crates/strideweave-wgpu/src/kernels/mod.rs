@@ -22,13 +22,14 @@ pub(crate) mod wgsl;
 
 use strideweave::carriers::extension::{KernelPattern, Preparation, Unsupported};
 use strideweave::operation::{
-    operation_definition, resolve_operation_plan, Arithmetic, OperationCapability, PlanOperand,
-    ResolvedInvocation,
+    operation_definition, resolve_operation_plan, Arithmetic, OperationCapability, OperationPlan,
+    PlanOperand, ResolvedInvocation,
 };
 use strideweave::{DType, Error, Layout, Result, Value};
 
-use launch::{launch, Checked, Launch};
-use wgsl::{Access, Accumulator, Input, Scalar};
+use crate::storage::SLOT_BYTES;
+use launch::{launch, Checked, Launch, Sink, Source};
+use wgsl::{Access, Accumulator, Input, Scalar, TreeInput, TreeOutput};
 
 /// What a built-in computes on the Gpu.
 #[derive(Debug, Clone, Copy)]
@@ -131,6 +132,10 @@ const ELEMENTWISE: &[(&str, usize, &str, Option<IntKernel>)] = &[
     ),
 ];
 
+/// `select(cond, a, b)` on the words: the condition's Bool word picks `b` (the inputs are
+/// named `a`, `b`, `c` in operand order).
+const SELECT: &str = "select(c, b, a != 0u)";
+
 /// The built-ins whose Bool tensors the Gpu also compares (their Int32 expression on the
 /// Bool words, 0 and 1).
 const ON_BOOL: &[&str] = &["eq"];
@@ -172,6 +177,13 @@ pub(crate) fn patterns(float64: bool) -> Result<Vec<KernelPattern>> {
         }
         Ok(plans)
     };
+    add_pair(
+        &mut patterns,
+        "select",
+        select_plans()?,
+        Kind::Elementwise(SELECT),
+        exact(SELECT),
+    )?;
     let plans = accumulating("reduce_sum", 1)?;
     add_pair(
         &mut patterns,
@@ -210,13 +222,7 @@ fn operand_plans(
     accumulator: Option<DType>,
 ) -> Result<Vec<OperationCapability>> {
     let tensor = PlanOperand::Tensor(dtype);
-    let scalar = PlanOperand::Scalar(if dtype == DType::INT32 {
-        Value::Int(1)
-    } else if dtype == DType::BOOL {
-        Value::Bool(true)
-    } else {
-        Value::Float(1.0)
-    });
+    let scalar = PlanOperand::Scalar(weak_scalar(dtype));
     let mut forms = vec![vec![tensor; arity]];
     if scalars && arity == 2 {
         forms.push(vec![tensor, scalar]);
@@ -228,16 +234,67 @@ fn operand_plans(
         let Ok(plan) = resolve_operation_plan(name, &form, accumulator) else {
             continue;
         };
-        let exact = match plan.compute() {
-            Arithmetic::Binary32 | Arithmetic::Int32Exact => true,
-            Arithmetic::Int32ExactChecked => overflow_checked,
-        };
-        // A plan whose output is neither the tensors' dtype nor a comparison's Bool (an Int32
-        // tensor promoted by a float scalar) would need a conversion the shaders do not make.
-        let output = plan.output() == dtype || plan.output() == DType::BOOL;
-        let same_dtype = output && plan.operands().iter().all(|o| o.convert_to() == dtype);
-        if exact && same_dtype {
+        if executable(&plan, dtype, overflow_checked, 0) {
             plans.push(OperationCapability::from_plan(plan));
+        }
+    }
+    Ok(plans)
+}
+
+/// A weak scalar of `dtype`'s kind, for resolving plans.
+fn weak_scalar(dtype: DType) -> Value {
+    if dtype == DType::INT32 {
+        Value::Int(1)
+    } else if dtype == DType::BOOL {
+        Value::Bool(true)
+    } else {
+        Value::Float(1.0)
+    }
+}
+
+/// Whether the shaders compute `plan` on `dtype` tensors: its arithmetic is binary32, Int32
+/// that cannot overflow, or (with `overflow_checked`) checked Int32, and every operand after
+/// the first `skip` (a `select`'s condition) converts to `dtype` while the output is `dtype`
+/// or a comparison's Bool. An Int32 tensor promoted by a float scalar would need a
+/// conversion the shaders do not make.
+fn executable(plan: &OperationPlan, dtype: DType, overflow_checked: bool, skip: usize) -> bool {
+    let exact = match plan.compute() {
+        Arithmetic::Binary32 | Arithmetic::Int32Exact => true,
+        Arithmetic::Int32ExactChecked => overflow_checked,
+    };
+    let output = plan.output() == dtype || plan.output() == DType::BOOL;
+    exact
+        && output
+        && plan
+            .operands()
+            .iter()
+            .skip(skip)
+            .all(|o| o.convert_to() == dtype)
+}
+
+/// The `select` plans the shaders compute: a Bool tensor condition and two branches of one
+/// dtype (Float32, Int32 or Bool), each a tensor or a weak scalar of its kind.
+fn select_plans() -> Result<Vec<OperationCapability>> {
+    let condition = PlanOperand::Tensor(DType::BOOL);
+    let mut plans = Vec::new();
+    for dtype in [DType::FLOAT32, DType::INT32, DType::BOOL] {
+        let (tensor, scalar) = (
+            PlanOperand::Tensor(dtype),
+            PlanOperand::Scalar(weak_scalar(dtype)),
+        );
+        for branches in [
+            [tensor, tensor],
+            [tensor, scalar],
+            [scalar, tensor],
+            [scalar, scalar],
+        ] {
+            let form = [condition, branches[0], branches[1]];
+            let Ok(plan) = resolve_operation_plan("select", &form, None) else {
+                continue;
+            };
+            if plan.output() == dtype && executable(&plan, dtype, false, 1) {
+                plans.push(OperationCapability::from_plan(plan));
+            }
         }
     }
     Ok(plans)
@@ -320,9 +377,10 @@ fn specialize(
     invocation: &ResolvedInvocation,
 ) -> Result<std::result::Result<Launch, String>> {
     let spec = &invocation.results()[0];
-    // What the operands compute in (a comparison's differs from its Bool result).
+    // What the operands compute in (a comparison's differs from its Bool result; a
+    // `select`'s is its branches', the last operand's).
     let output = scalar_of(spec.dtype())?;
-    let scalar = match invocation.plan().operands().first() {
+    let scalar = match invocation.plan().operands().last() {
         Some(operand) => scalar_of(operand.convert_to())?,
         None => output,
     };
@@ -334,7 +392,7 @@ fn specialize(
     } else {
         baked(result)
     };
-    let mut work = Launch::new(name, spec.clone(), scalar);
+    let mut work = Launch::new(name, spec.clone());
     match kind {
         Kind::Elementwise(float) => {
             let (expr, overflow) = match scalar {
@@ -348,7 +406,12 @@ fn specialize(
             };
             let shape = spec.shape();
             let mut inputs = Vec::new();
-            for operand in invocation.call().operands() {
+            let plans = invocation.plan().operands();
+            for (k, operand) in invocation.call().operands().iter().enumerate() {
+                let operand_scalar = match plans.get(k) {
+                    Some(plan) => scalar_of(plan.convert_to())?,
+                    None => scalar,
+                };
                 match (operand.as_tensor(), operand.as_scalar()) {
                     (Some(tensor), _) => {
                         let view = tensor.broadcast_to(shape)?;
@@ -366,11 +429,15 @@ fn specialize(
                         inputs.push(Input::Tensor {
                             access,
                             offset: tensor.offset() != 0,
+                            scalar: operand_scalar,
                         });
                     }
                     (None, Some(value)) => {
-                        work.set_scalar(value)?;
-                        inputs.push(Input::Scalar);
+                        let field = work.set_scalar(value, operand_scalar)?;
+                        inputs.push(Input::Scalar {
+                            field,
+                            scalar: operand_scalar,
+                        });
                     }
                     (None, None) => unreachable_operand(name)?,
                 }
@@ -379,7 +446,11 @@ fn specialize(
             let key = format!(
                 "ew|{name}|{}|{}|r{}",
                 scalar.wgsl(),
-                inputs.iter().map(input_key).collect::<Vec<_>>().join("|"),
+                inputs
+                    .iter()
+                    .map(|input| input_key(input, scalar))
+                    .collect::<Vec<_>>()
+                    .join("|"),
                 result_access.key()
             );
             work.set_checked(if overflow.is_some() {
@@ -388,14 +459,7 @@ fn specialize(
                 Checked::No
             });
             work.set_shader(key, move |windows| {
-                wgsl::elementwise(
-                    (scalar, output),
-                    expr,
-                    overflow,
-                    &inputs,
-                    &result_access,
-                    windows,
-                )
+                wgsl::elementwise(output, expr, overflow, &inputs, &result_access, windows)
             });
         }
         Kind::Reduce(maximum) => {
@@ -413,10 +477,6 @@ fn specialize(
                 (baked(&rows), baked(&columns))
             };
             work.bind(x)?;
-            if let Some(reason) = beyond_loop_bound(name, m) {
-                return Ok(Err(reason));
-            }
-            work.set_counts(n, m, 0)?;
             let accumulator = if maximum {
                 Accumulator::Native
             } else {
@@ -425,27 +485,37 @@ fn specialize(
             if accumulator == Accumulator::Wide {
                 work.set_checked(Checked::Sum);
             }
-            let long = wgsl::is_long(m);
-            let key = format!(
-                "reduce|{maximum}|{}|{}{}|{}|{}|r{}",
-                scalar.wgsl(),
-                accumulator.key(),
-                if long { "|long" } else { "" },
-                row_access.key(),
-                column_access.key(),
-                result_access.key()
-            );
-            work.set_shader(key, move |windows| {
-                wgsl::reduce(
-                    scalar,
-                    maximum,
-                    accumulator,
-                    &row_access,
-                    &column_access,
-                    &result_access,
-                    (windows, long),
-                )
-            });
+            let fold = (scalar, maximum, accumulator);
+            let head = format!("{maximum}|{}|{}", scalar.wgsl(), accumulator.key());
+            if wgsl::reduces_in_tree(n, m) {
+                tree(
+                    &mut work,
+                    (n, m),
+                    fold,
+                    &head,
+                    (row_access, column_access),
+                    result_access,
+                )?;
+            } else {
+                work.set_counts(n, m, 0)?;
+                let key = format!(
+                    "reduce|{head}|{}|{}|r{}",
+                    row_access.key(),
+                    column_access.key(),
+                    result_access.key()
+                );
+                work.set_shader(key, move |windows| {
+                    wgsl::reduce(
+                        scalar,
+                        maximum,
+                        accumulator,
+                        &row_access,
+                        &column_access,
+                        &result_access,
+                        windows,
+                    )
+                });
+            }
         }
         Kind::Matmul => {
             let lhs = invocation.call().tensor(0)?;
@@ -517,6 +587,59 @@ fn specialize(
     Ok(Ok(work))
 }
 
+/// Adds the passes of a parallel reduction of `n` results over a mode of `m` elements to
+/// `work` (see [`wgsl::reduce_tree`]): the first reads the operand through its accesses, each
+/// later one the partial results of the one before (through a scratch buffer), and the last
+/// writes the result; [`wgsl::tree_passes`] sizes them so that no loop runs long.
+fn tree(
+    work: &mut Launch,
+    (n, m): (usize, usize),
+    fold: (Scalar, bool, Accumulator),
+    head: &str,
+    (rows, columns): (Access, Access),
+    result: Access,
+) -> Result<()> {
+    let (_, maximum, accumulator) = fold;
+    let words = match (maximum, accumulator) {
+        (false, Accumulator::F64) => 2,
+        (false, Accumulator::Wide) => 3,
+        _ => 1,
+    };
+    let passes = wgsl::tree_passes(m);
+    let mut source = Source::Operands;
+    let mut input = TreeInput::Operand { rows, columns };
+    for (p, &[mode, per_invocation, groups]) in passes.iter().enumerate() {
+        let input_key = match &input {
+            TreeInput::Operand { rows, columns } => format!("x|{}|{}", rows.key(), columns.key()),
+            TreeInput::Partials => "partials".to_string(),
+        };
+        let (sink, output) = if p + 1 == passes.len() {
+            (Sink::Result, TreeOutput::Result(result.clone()))
+        } else {
+            let bytes = (n * groups * words) as u64 * SLOT_BYTES;
+            (Sink::Scratch(work.add_scratch(bytes)), TreeOutput::Partials)
+        };
+        let output_key = match &output {
+            TreeOutput::Result(access) => format!("r{}", access.key()),
+            TreeOutput::Partials => "partials".to_string(),
+        };
+        let key = format!("tree|{head}|{input_key}|{output_key}");
+        let shader_input = input.clone();
+        work.add_pass(
+            (source, sink),
+            [n, mode, groups, per_invocation],
+            n * groups * wgsl::WORKGROUP as usize,
+            key,
+            move |windows| wgsl::reduce_tree(fold, &shader_input, &output, windows),
+        )?;
+        if let Sink::Scratch(index) = sink {
+            source = Source::Scratch(index);
+        }
+        input = TreeInput::Partials;
+    }
+    Ok(())
+}
+
 /// What the sum or product of `invocation` on `scalar` elements accumulates in: exactly in
 /// 96 bits for Int32 (the plan's exact-integer accumulation), in binary64 when a Float32
 /// plan's accumulator dtype is Float64, in binary32 otherwise.
@@ -530,24 +653,37 @@ fn accumulator_of(scalar: Scalar, invocation: &ResolvedInvocation) -> Accumulato
     }
 }
 
-/// Why `name` declines a reduced mode of `extent` elements, when its loop cannot cover them
+/// Why `name` declines a contracted mode of `extent` elements, when its loop cannot cover them
 /// within the iterations some drivers run (see [`wgsl::LONGEST_MODE`]).
 fn beyond_loop_bound(name: &str, extent: usize) -> Option<String> {
     (extent > wgsl::LONGEST_MODE).then(|| {
         format!(
-            "'{name}' reduces a mode of {extent} elements; the Gpu kernels reduce at most {} \
-             in one invocation (llvmpipe ends a shader's loops after 65535 iterations)",
+            "'{name}' contracts a mode of {extent} elements; the Gpu kernels contract at \
+             most {} in one invocation (llvmpipe ends a shader's loops after 65535 iterations)",
             wgsl::LONGEST_MODE
         )
     })
 }
 
-fn input_key(input: &Input) -> String {
-    match input {
-        Input::Tensor { access, offset } => {
-            format!("{}{}", access.key(), if *offset { "+o" } else { "" })
-        }
-        Input::Scalar => "scalar".to_string(),
+/// The part of a specialization key an elementwise input contributes: its access (and
+/// `+o` when its offset is added), or `scalar`, with `:<type>` when it holds other values
+/// than the computation (a `select` condition).
+fn input_key(input: &Input, computing: Scalar) -> String {
+    let (head, scalar) = match input {
+        Input::Tensor {
+            access,
+            offset,
+            scalar,
+        } => (
+            format!("{}{}", access.key(), if *offset { "+o" } else { "" }),
+            *scalar,
+        ),
+        Input::Scalar { field, scalar } => (field.to_string(), *scalar),
+    };
+    if scalar == computing {
+        head
+    } else {
+        format!("{head}:{}", scalar.wgsl())
     }
 }
 

@@ -122,20 +122,24 @@ impl Accumulator {
 }
 
 /// The exact-integer helpers of the [`Accumulator::Wide`] shaders: a 96-bit accumulator as
-/// `vec3<u32>` (low, middle, high words), the signed 64-bit product of two i32 as
+/// `vec3<u32>` (low, middle, high words) and the sum of two, the signed 64-bit product of two i32 as
 /// `vec2<u32>` (low, high), and the test that an accumulator narrows to i32.
 const WIDE: &str = "fn sign_word(x: u32) -> u32 {
     return select(0u, 0xffffffffu, (x & 0x80000000u) != 0u);
 }
 
-fn wide_add(acc: vec3<u32>, lo: u32, hi: u32) -> vec3<u32> {
-    let l = acc.x + lo;
-    let c0 = select(0u, 1u, l < lo);
-    let m1 = acc.y + hi;
-    let c1 = select(0u, 1u, m1 < hi);
+fn wide_add3(a: vec3<u32>, b: vec3<u32>) -> vec3<u32> {
+    let l = a.x + b.x;
+    let c0 = select(0u, 1u, l < b.x);
+    let m1 = a.y + b.y;
+    let c1 = select(0u, 1u, m1 < b.y);
     let m = m1 + c0;
     let c2 = select(0u, 1u, m < c0);
-    return vec3<u32>(l, m, acc.z + sign_word(hi) + c1 + c2);
+    return vec3<u32>(l, m, a.z + b.z + c1 + c2);
+}
+
+fn wide_add(acc: vec3<u32>, lo: u32, hi: u32) -> vec3<u32> {
+    return wide_add3(acc, vec3<u32>(lo, hi, sign_word(hi)));
 }
 
 fn wide_mul(a: i32, b: i32) -> vec2<u32> {
@@ -189,7 +193,7 @@ const PRELUDE: &str = "struct Params {
     off0: u32,
     off1: u32,
     off2: u32,
-    pad: u32,
+    scalar2: u32,
 }
 
 fn is_nan(x: f32) -> bool {
@@ -306,33 +310,19 @@ fn windowed(s: &mut String, input: Option<usize>, t: &str, first: u32, count: u3
 }
 
 fn header(windows: &Windows, scalar: Scalar) -> String {
-    typed_header(windows, scalar, scalar)
+    typed_header(windows, |_| scalar.wgsl(), scalar.wgsl())
 }
 
-/// The prelude and bindings of a shader whose inputs hold `input` and whose result holds
-/// `output`.
-fn typed_header(windows: &Windows, input: Scalar, output: Scalar) -> String {
+/// The prelude and bindings of a shader whose input `k` holds WGSL `input(k)` values and
+/// whose result (or scratch output) holds `output` values.
+fn typed_header<'a>(windows: &Windows, input: impl Fn(usize) -> &'a str, output: &str) -> String {
     let mut s = String::from(PRELUDE);
     let mut binding = 0;
     for (k, count) in windows.inputs.iter().enumerate() {
-        windowed(
-            &mut s,
-            Some(k),
-            input.wgsl(),
-            binding,
-            *count,
-            windows.slots,
-        );
+        windowed(&mut s, Some(k), input(k), binding, *count, windows.slots);
         binding += count;
     }
-    windowed(
-        &mut s,
-        None,
-        output.wgsl(),
-        binding,
-        windows.result,
-        windows.slots,
-    );
+    windowed(&mut s, None, output, binding, windows.result, windows.slots);
     let _ = writeln!(
         s,
         "@group(0) @binding({}) var<uniform> params: Params;",
@@ -348,8 +338,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
     if (i >= params.n) { return; }
 ";
 
-/// One elementwise operand: a tensor read through its access, or the call's scalar (from
-/// `params.scalar`).
+/// One elementwise operand: a tensor read through its access, or one of the call's weak
+/// scalars (from a `Params` field), each holding `scalar` values.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Input {
     /// A tensor bound in order, read at access (plus `params.off{binding}` when `offset`
@@ -359,31 +349,44 @@ pub(crate) enum Input {
         access: Access,
         /// Whether the operand's offset is added (it is not 0).
         offset: bool,
+        /// What its slots hold (a `select` condition's are Bool words).
+        scalar: Scalar,
     },
-    /// The weak scalar, as the bits of the shader's scalar type.
-    Scalar,
+    /// A weak scalar, as the bits of `scalar` in `params.<field>`.
+    Scalar {
+        /// The `Params` field holding it (`scalar`, or `scalar2` for a second one).
+        field: &'static str,
+        /// Its type after conversion.
+        scalar: Scalar,
+    },
 }
 
-/// An elementwise shader on `scalar` inputs with an `output` result (a comparison's result
-/// is a Bool word): `result[at_r(i)] = expr(a, b)` with `a`, `b` the inputs. With an
+/// An elementwise shader with an `output` result (a comparison's result is a Bool word):
+/// `result[at_r(i)] = expr(a, b, c)` with `a`, `b`, `c` the inputs in order. With an
 /// `overflow` condition (on `a`, `b` and the result `r`), an element meeting it raises the
 /// atomic flag bound after the parameters.
 pub(crate) fn elementwise(
-    (scalar, output): (Scalar, Scalar),
+    output: Scalar,
     expr: &str,
     overflow: Option<&str>,
     inputs: &[Input],
     result: &Access,
     windows: &Windows,
 ) -> String {
-    let t = scalar.wgsl();
-    let mut s = typed_header(windows, scalar, output);
+    let tensors: Vec<&str> = inputs
+        .iter()
+        .filter_map(|input| match input {
+            Input::Tensor { scalar, .. } => Some(scalar.wgsl()),
+            Input::Scalar { .. } => None,
+        })
+        .collect();
+    let mut s = typed_header(windows, |k| tensors[k], output.wgsl());
     let mut binding = 0;
     let mut loads = String::new();
     for (k, input) in inputs.iter().enumerate() {
         let name = ["a", "b", "c"][k];
         match input {
-            Input::Tensor { access, offset } => {
+            Input::Tensor { access, offset, .. } => {
                 s.push_str(&access.function(&format!("at{binding}")));
                 let base = if *offset {
                     format!("params.off{binding} + ")
@@ -396,8 +399,12 @@ pub(crate) fn elementwise(
                 );
                 binding += 1;
             }
-            Input::Scalar => {
-                let _ = writeln!(loads, "    let {name} = bitcast<{t}>(params.scalar);");
+            Input::Scalar { field, scalar } => {
+                let _ = writeln!(
+                    loads,
+                    "    let {name} = bitcast<{}>(params.{field});",
+                    scalar.wgsl()
+                );
             }
         }
     }
@@ -415,10 +422,11 @@ pub(crate) fn elementwise(
     s
 }
 
-/// A reduction over mode 1: `result[at_r(i)] = fold_j x(i, j)` for `i < n`, `j < m`, in
-/// ascending `j`. A sum accumulates in `accumulator` (binary32 from −0.0, binary64 from −0.0
-/// rounded once, or exactly in 96 bits with the narrowing checked through the overflow word);
-/// a maximum starts from the first element.
+/// A reduction over a short mode 1, one invocation per result: `result[at_r(i)] = fold_j
+/// x(i, j)` for `i < n`, `j < m`, in ascending `j` (a plain loop: the caller keeps `m` far
+/// below [`LOOP_BOUND`]). A sum accumulates in `accumulator` (binary32 from −0.0, binary64
+/// from −0.0 rounded once, or exactly in 96 bits with the narrowing checked through the
+/// overflow word); a maximum starts from the first element.
 pub(crate) fn reduce(
     scalar: Scalar,
     maximum: bool,
@@ -426,7 +434,7 @@ pub(crate) fn reduce(
     rows: &Access,
     columns: &Access,
     result: &Access,
-    (windows, long): (&Windows, bool),
+    windows: &Windows,
 ) -> String {
     let t = scalar.wgsl();
     let mut s = header(windows, scalar);
@@ -474,8 +482,168 @@ pub(crate) fn reduce(
             if maximum { "1u" } else { "0u" },
             "params.m",
             &format!("let v = load0(base + at_column(j)); acc = {step};"),
-            long,
+            false,
         )
+    );
+    s
+}
+
+/// What a pass of a tree reduction reads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum TreeInput {
+    /// The operand: element `(i, j)` at slot `params.off0 + at_row(i) + at_column(j)`.
+    Operand {
+        /// The access of mode 0 (the results).
+        rows: Access,
+        /// The access of mode 1 (the reduced mode).
+        columns: Access,
+    },
+    /// The partial results of the previous pass: row `i`'s partial `j` at `i · params.m + j`.
+    Partials,
+}
+
+/// Where a pass of a tree reduction writes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum TreeOutput {
+    /// The result, through its access (the last pass).
+    Result(Access),
+    /// One partial result per workgroup, workgroup `w` (row `w / params.k`, chunk
+    /// `w mod params.k`) at `w`: the next pass's input.
+    Partials,
+}
+
+/// The threads of one workgroup fold in workgroup memory: halving strides from 128 to 1.
+const TREE: &str = "    part[lid] = acc;
+    workgroupBarrier();
+    for (var s = 128u; s > 0u; s = s >> 1u) {
+        if (lid < s) { part[lid] = combine(part[lid], part[lid + s]); }
+        workgroupBarrier();
+    }
+";
+
+/// One pass of a parallel reduction over mode 1. Workgroup `w` reduces chunk `w mod
+/// params.k` of row `w / params.k` (rows below `params.n`; a chunk is `params.scalar · 256`
+/// elements of the row's `params.m`): invocation `lid` folds the chunk's elements `lid`,
+/// `lid + 256`, … in ascending order, then the workgroup folds its 256 partial values as a
+/// tree in workgroup memory, and invocation 0 writes the total to the result or to the
+/// partials the next pass reduces. A sum accumulates in `accumulator` (binary32 from −0.0;
+/// binary64 from −0.0 with the partials kept in binary64 and the total rounded once; or
+/// exactly in 96 bits, partials three words each, with the total's narrowing checked
+/// through the overflow word); a maximum starts from the chunk's first element, which
+/// invocations past the row's end keep (a maximum is idempotent). Every loop runs at most
+/// `params.scalar` + 8 iterations.
+pub(crate) fn reduce_tree(
+    (scalar, maximum, accumulator): (Scalar, bool, Accumulator),
+    input: &TreeInput,
+    output: &TreeOutput,
+    windows: &Windows,
+) -> String {
+    let t = scalar.wgsl();
+    let wide = !maximum && accumulator == Accumulator::Wide;
+    // The accumulator's type, the type its partials are stored as, and the fold's start
+    // (a maximum's placeholder is replaced by the chunk's first element).
+    let (acc, stored, zero) = match (maximum, accumulator) {
+        (true, _) => (t, t, format!("{t}()")),
+        (false, Accumulator::Native) => (t, t, "neg_zero()".to_string()),
+        (false, Accumulator::F64) => ("f64", "f64", "f64(neg_zero())".to_string()),
+        (false, Accumulator::Wide) => ("vec3<u32>", "u32", "vec3<u32>()".to_string()),
+    };
+    let input_type = match input {
+        TreeInput::Operand { .. } => t,
+        TreeInput::Partials => stored,
+    };
+    let output_type = match output {
+        TreeOutput::Result(_) => t,
+        TreeOutput::Partials => stored,
+    };
+    let mut s = typed_header(windows, |_| input_type, output_type);
+    if wide {
+        s.push_str(WIDE);
+        if matches!(output, TreeOutput::Result(_)) {
+            s.push_str(&overflow_declaration(windows));
+        }
+    }
+    let element = match (input, wide) {
+        (TreeInput::Operand { rows, columns }, _) => {
+            s.push_str(&rows.function("at_row"));
+            s.push_str(&columns.function("at_column"));
+            let load = "load0(params.off0 + at_row(i) + at_column(j))";
+            match (maximum, accumulator) {
+                (false, Accumulator::F64) => format!("return f64({load});"),
+                (false, Accumulator::Wide) => format!(
+                    "let v = bitcast<u32>({load});\n    \
+                     return vec3<u32>(v, sign_word(v), sign_word(v));"
+                ),
+                _ => format!("return {load};"),
+            }
+        }
+        (TreeInput::Partials, true) => "let p = 3u * (i * params.m + j);\n    \
+             return vec3<u32>(load0(p), load0(p + 1u), load0(p + 2u));"
+            .to_string(),
+        (TreeInput::Partials, false) => "return load0(i * params.m + j);".to_string(),
+    };
+    let _ = writeln!(
+        s,
+        "fn element(i: u32, j: u32) -> {acc} {{\n    {element}\n}}"
+    );
+    let combine = match (maximum, scalar, accumulator) {
+        (true, Scalar::F32, _) => "fmax(a, b)",
+        (true, _, _) => "max(a, b)",
+        (false, _, Accumulator::Wide) => "wide_add3(a, b)",
+        (false, _, _) => "a + b",
+    };
+    let _ = writeln!(
+        s,
+        "fn combine(a: {acc}, b: {acc}) -> {acc} {{\n    return {combine};\n}}\n\
+         var<workgroup> part: array<{acc}, 256>;"
+    );
+    let store = match (output, wide) {
+        (TreeOutput::Result(result), _) => {
+            s.push_str(&result.function("at_result"));
+            match (wide, accumulator) {
+                (true, _) => {
+                    "if (!wide_fits(total)) { atomicMax(&overflow, 0xffffffffu - row); }\n        \
+                     store(at_result(row), bitcast<i32>(total.x));"
+                        .to_string()
+                }
+                (false, Accumulator::F64) if !maximum => {
+                    "store(at_result(row), f32(total));".to_string()
+                }
+                _ => "store(at_result(row), total);".to_string(),
+            }
+        }
+        (TreeOutput::Partials, true) => "store(3u * w, total.x); store(3u * w + 1u, total.y); \
+             store(3u * w + 2u, total.z);"
+            .to_string(),
+        (TreeOutput::Partials, false) => "store(w, total);".to_string(),
+    };
+    let start = if maximum {
+        "        acc = element(row, first);\n"
+    } else {
+        ""
+    };
+    let _ = write!(
+        s,
+        "@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {{
+    let w = wid.y * groups.x + wid.x;
+    let row = w / params.k;
+    let first = (w % params.k) * params.scalar * 256u;
+    let live = row < params.n;
+    var acc: {acc} = {zero};
+    if (live) {{
+{start}        for (var e = 0u; e < params.scalar; e = e + 1u) {{
+            let j = first + e * 256u + lid;
+            if (j < params.m) {{ acc = combine(acc, element(row, j)); }}
+        }}
+    }}
+{TREE}    if (live && lid == 0u) {{
+        let total = part[0];
+        {store}
+    }}
+}}
+"
     );
     s
 }
@@ -595,6 +763,50 @@ fn bounded_loop(var: &str, start: &str, end: &str, body: &str, long: bool) -> St
     s
 }
 
+/// The most elements one invocation of a tree pass folds before the workgroup's tree: a
+/// workgroup reduces a chunk of up to `256 · 16` = 4096 elements.
+pub(crate) const TREE_PER_INVOCATION: usize = 16;
+
+/// The shortest mode reduced as a tree; shorter ones run one invocation per result.
+pub(crate) const TREE_FROM: usize = 64;
+
+/// Enough results to fill a device with one invocation each: a reduction with this many
+/// results or more runs one invocation per result while its mode is shorter than
+/// [`SERIAL_LONGEST`].
+pub(crate) const SERIAL_ROWS: usize = 65536;
+
+/// The longest mode a reduction reduces with one invocation per result (far below
+/// [`LOOP_BOUND`], so the loop is plain).
+pub(crate) const SERIAL_LONGEST: usize = 4096;
+
+/// Whether a reduction of `n` results over a mode of `m` elements runs as a tree
+/// ([`reduce_tree`]) rather than one invocation per result ([`reduce`]): a tree unless the
+/// mode is shorter than [`TREE_FROM`], or the results alone fill the device
+/// ([`SERIAL_ROWS`]) and the mode is shorter than [`SERIAL_LONGEST`].
+pub(crate) fn reduces_in_tree(n: usize, m: usize) -> bool {
+    m >= TREE_FROM && (n < SERIAL_ROWS || m >= SERIAL_LONGEST)
+}
+
+/// The passes of a tree reduction over a mode of `m` elements, each `[mode, per_invocation,
+/// groups]`: the pass reduces a mode of `mode` elements (the first `m`, each later one the
+/// previous pass's `groups` partials) in `groups` workgroups per row whose invocations fold
+/// `per_invocation` elements each. The last pass has one workgroup per row. A mode below
+/// 2^32 takes at most three passes (4096 elements per workgroup: 2^32 → 2^20 → 256 → 1).
+pub(crate) fn tree_passes(m: usize) -> Vec<[usize; 3]> {
+    let workgroup = WORKGROUP as usize;
+    let mut passes = Vec::new();
+    let mut mode = m.max(1);
+    loop {
+        let per_invocation = mode.div_ceil(workgroup).clamp(1, TREE_PER_INVOCATION);
+        let groups = mode.div_ceil(per_invocation * workgroup);
+        passes.push([mode, per_invocation, groups]);
+        if groups == 1 {
+            return passes;
+        }
+        mode = groups;
+    }
+}
+
 /// The workgroup grid covering `n` invocations: `(x, y)` with `x · y · 256 ≥ n`, both at most
 /// 65535, or `None` when `n` is too large for one dispatch.
 pub(crate) fn grid(n: usize) -> Option<(u32, u32)> {
@@ -662,6 +874,44 @@ mod tests {
             slots: 100,
         };
         assert_eq!(single.key(), "");
+    }
+
+    #[test]
+    fn tree_passes_fold_every_mode_in_at_most_three_short_passes() {
+        assert_eq!(tree_passes(64), [[64, 1, 1]]);
+        assert_eq!(tree_passes(257), [[257, 2, 1]]);
+        assert_eq!(tree_passes(4096), [[4096, 16, 1]]);
+        assert_eq!(tree_passes(4097), [[4097, 16, 2], [2, 1, 1]]);
+        assert_eq!(tree_passes(1 << 24), [[1 << 24, 16, 4096], [4096, 16, 1]]);
+        assert_eq!(
+            tree_passes((1 << 24) + 1),
+            [[(1 << 24) + 1, 16, 4097], [4097, 16, 2], [2, 1, 1]]
+        );
+        assert_eq!(tree_passes(u32::MAX as usize).len(), 3);
+        for m in [64, 100, 4095, 65535, 65536, 4_190_145, 1 << 30] {
+            let passes = tree_passes(m);
+            assert_eq!(passes[0][0], m);
+            for pair in passes.windows(2) {
+                assert_eq!(
+                    pair[1][0], pair[0][2],
+                    "{m}: a pass reduces the last's partials"
+                );
+            }
+            for &[mode, per, groups] in &passes {
+                assert!(per <= TREE_PER_INVOCATION);
+                assert!(groups * per * 256 >= mode && (groups - 1) * per * 256 < mode);
+            }
+            assert_eq!(passes.last().unwrap()[2], 1);
+        }
+    }
+
+    #[test]
+    fn long_modes_and_few_results_reduce_as_trees() {
+        assert!(!reduces_in_tree(1, 63));
+        assert!(reduces_in_tree(1, 64));
+        assert!(reduces_in_tree(65535, 64));
+        assert!(!reduces_in_tree(65536, 4095));
+        assert!(reduces_in_tree(65536, 4096));
     }
 
     #[test]

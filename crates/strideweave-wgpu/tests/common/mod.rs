@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use strideweave::carriers::Cpu;
 use strideweave::movement::move_to;
-use strideweave::{DType, Error, ErrorKind, Result, Tensor, Value};
+use strideweave::operation::Operand;
+use strideweave::{DType, Error, ErrorKind, Layout, Result, Tensor, Value};
 use strideweave_wgpu::{Gpu, GpuDevice};
 
 /// The process-wide Gpu class, or `None` after printing `SKIPPED: <reason>` when this
@@ -25,6 +26,20 @@ pub fn own_gpu(test: &str) -> Option<Gpu> {
         Ok(gpu) => Some(gpu),
         Err(error) => skip(test, error),
     }
+}
+
+/// The process-wide Gpu class when its device computes in binary64, or `None` after printing
+/// `SKIPPED: <reason>` (no adapter, or one without binary64 shader arithmetic).
+pub fn f64_gpu(test: &str) -> Option<Gpu> {
+    let gpu = shared_gpu(test)?;
+    if gpu.device().computes_f64() {
+        return Some(gpu);
+    }
+    println!(
+        "SKIPPED: {test}: {} has no binary64 shader arithmetic",
+        gpu.device().adapter()
+    );
+    None
 }
 
 fn skip(test: &str, error: Error) -> Option<Gpu> {
@@ -83,4 +98,67 @@ pub fn same_f32(a: f64, b: f64) -> bool {
 /// The dtype's name, for messages.
 pub fn dtype_name(dtype: DType) -> String {
     dtype.to_string()
+}
+
+/// `operands` with every tensor replaced by its upload to `gpu` (scalars as they are).
+pub fn upload_operands(gpu: &Gpu, operands: &[Operand]) -> Result<Vec<Operand>> {
+    operands
+        .iter()
+        .map(|o| match o {
+            Operand::Tensor(t) => gpu.upload(t).map(Operand::Tensor),
+            Operand::Scalar(v) => Ok(Operand::Scalar(*v)),
+        })
+        .collect()
+}
+
+/// The distance between `g` and `c` in Float32 units in the last place of `c`.
+pub fn ulps(g: f64, c: f64) -> f64 {
+    let c32 = c as f32;
+    let ulp = f64::from(f32::from_bits(c32.abs().to_bits() + 1) - c32.abs());
+    (g - c).abs() / ulp
+}
+
+/// A layout of shape `(n, m)`: column-major (`kind` 0), permuted to row-major (1), or gapped
+/// (2: every stride doubled plus one, so slots between elements are never read).
+pub fn layout_of_kind(kind: usize, (n, m): (usize, usize)) -> Result<Layout> {
+    let strides = match kind {
+        0 => [1, n],
+        1 => [m, 1],
+        _ => [2, 2 * n + 1],
+    };
+    Ok(Layout::from_flat(&[n, m], &strides)?)
+}
+
+/// An Int32 CPU tensor of `shape` in layout `kind` ([`layout_of_kind`]) at a random offset
+/// holding `value(ordinal)` at each element (every other slot random), and its Gpu upload.
+pub fn int_pair(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    kind: usize,
+    shape: (usize, usize),
+    value: impl Fn(usize) -> i32,
+) -> Result<(Tensor, Tensor)> {
+    let layout = layout_of_kind(kind, shape)?;
+    let offset = rng.below(4);
+    let mut slots: Vec<i32> = (0..offset + layout.cosize())
+        .map(|_| rng.next() as i32)
+        .collect();
+    for ordinal in 0..shape.0 * shape.1 {
+        slots[offset + layout.index_of(ordinal)?] = value(ordinal);
+    }
+    let cpu = Tensor::new(Cpu::from_i32(&slots, true)?, offset, layout)?;
+    let uploaded = gpu.upload(&cpu)?;
+    Ok((cpu, uploaded))
+}
+
+/// Asserts that every Gpu value of a binary64-accumulated Float32 result is within one
+/// Float32 ulp of the CPU's (or 1e-6 of it near zero).
+pub fn assert_within_an_ulp(what: &str, gpu: &[f64], cpu: &[f64]) {
+    assert_eq!(gpu.len(), cpu.len(), "{what}: lengths");
+    for (i, (g, c)) in gpu.iter().zip(cpu).enumerate() {
+        assert!(
+            ulps(*g, *c) <= 1.0 || (g - c).abs() <= 1e-6,
+            "{what}: {i}: gpu {g} vs cpu {c}"
+        );
+    }
 }
