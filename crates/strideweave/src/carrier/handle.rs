@@ -251,6 +251,26 @@ impl Carrier {
         Arc::as_ptr(&self.inner).cast::<()>() as usize
     }
 
+    /// How many handles to this carrier exist now, this one included: every clone, tensor,
+    /// operation in flight and composing carrier holds one. A language binding whose object
+    /// holds a handle asks it to know whether that handle is the last one (1), and so
+    /// whether the carrier lives only as long as its object (for a garbage collector).
+    ///
+    /// ```
+    /// use strideweave::carriers::Cpu;
+    /// use strideweave::DType;
+    /// let carrier = Cpu::carrier(2, DType::FLOAT32, true, false)?;
+    /// assert_eq!(carrier.handle_count(), 1);
+    /// let clone = carrier.clone();
+    /// assert_eq!(carrier.handle_count(), 2);
+    /// drop(clone);
+    /// assert_eq!(carrier.handle_count(), 1);
+    /// # Ok::<(), strideweave::Error>(())
+    /// ```
+    pub fn handle_count(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
+
     /// The definition-free implementation as its concrete type, for typed fast paths
     /// (kernels and bulk moves of that class).
     ///
