@@ -1,8 +1,10 @@
 """An exception raised in a Python callback on a framework worker thread is delivered later,
-when the caller waits: every delivery raises the same exception object, to every waiter,
-for as long as the binding keeps it (its 256 most recently parked exceptions)."""
+when the caller waits: every delivery through one handle raises the same exception object,
+to every waiter, and the binding keeps it no longer than the handle."""
 
+import gc
 import threading
+import weakref
 from typing import Any, List
 
 import pytest
@@ -11,9 +13,6 @@ import strideweave as sw
 from strideweave.carriers import extension as ext
 
 from authoring_helpers import F32, ListStorage, filled, new_class, run_bounded
-
-KEPT = 256
-
 
 class LateFailure:
     """A route whose submitted transfer returns a completion whose `wait` — called on the
@@ -77,27 +76,31 @@ def test_concurrent_waiters_of_one_failed_move_all_receive_the_same_object() -> 
     assert len(received) == 4 and all(error is failure.error for error in received)
 
 
-def test_an_exception_older_than_the_kept_ones_is_raised_afresh_with_its_class_and_message() -> None:
-    failure = LateFailure("AgedLateFailureCarrier")
+class Traced(OSError):
+    """An OSError that can be watched with a weak reference."""
+
+
+def test_a_delivered_exception_lives_as_long_as_its_handle() -> None:
+    failure = LateFailure("ShortLivedFailureCarrier")
+    failure.error = Traced("the device went away")
     handle = sw.move_async(filled(failure.cls, [1.0]), sw.CPU(1))
-    with pytest.raises(OSError) as first:
+    with pytest.raises(OSError) as caught:
         run_bounded(handle.wait)
-    assert first.value is failure.error
+    gone = weakref.ref(caught.value)
+    assert caught.value is failure.error
+    del caught, handle
+    failure.error = OSError("replaced")
+    gc.collect()
+    assert gone() is None, "the binding keeps no delivered exception beyond its handle"
 
-    def failing_write(carrier: Any, index: int, value: Any) -> None:
-        raise KeyError(index)
 
-    noisy = new_class("NoisyWriteCarrier")
-    storage = ListStorage()
-    provider = sw.StorageProvider(
-        storage.supports_dtype, storage.physical_size, storage.allocate, storage.release, storage.read, failing_write
-    )
-    sw.register_carrier_definition(noisy, sw.CarrierDefinition(provider))
-    target = sw.Tensor.compact(noisy(1, dtype=F32), (1,))
-    for _ in range(KEPT):
-        with pytest.raises(KeyError):
-            target[0] = 1.0
-    with pytest.raises(OSError) as late:
-        handle.wait()
-    assert late.value is not failure.error
-    assert "raised OSError: AgedLateFailureCarrier: the device went away during the transfer" in str(late.value)
+def test_a_promotion_whose_transfer_fails_raises_the_callbacks_exception() -> None:
+    failure = LateFailure("UnreachableTierCarrier")
+    tier = failure.cls(4, dtype=F32)
+    carrier = sw.TiledEvictable(sw.CPU(0), tier, [2], [2])
+    facet = carrier.require_facet(sw.TiledResidencyFacet)
+    for _ in range(2):
+        with pytest.raises(OSError) as caught:
+            run_bounded(lambda: facet.promote_async([(0,)]).wait())
+        assert caught.value is failure.error
+    assert facet.tile_state([0]).location == "secondary" and carrier.version == 0

@@ -27,13 +27,24 @@ use crate::composite::{PyCompositeProvider, PyDependentCarrier};
 use crate::convert::{from_value, to_value, type_name};
 use crate::dtype::PyDType;
 use crate::errors::IntoPyResult;
+use crate::instance_link::InstanceLink;
 use crate::kernels::PyKernelProvider;
 use crate::prepared::materialize;
 use crate::routes::PyTransferRoute;
 
-/// The provider state of a carrier of a Python class: its Python instance.
+/// The provider state of a carrier of a Python class: the link to its Python instance,
+/// shared with the instance's own object (see crate::instance_link).
 pub struct PyState {
-    pub(crate) instance: Py<PyAny>,
+    pub(crate) link: Arc<InstanceLink>,
+}
+
+impl PyState {
+    /// The state of a carrier whose Python instance is `instance`, linked to it.
+    fn linking(instance: &Bound<'_, PyAny>) -> PyResult<PyState> {
+        let link = InstanceLink::new(instance.clone().unbind());
+        instance.cast::<PyCarrier>()?.get().set_link(&link);
+        Ok(PyState { link })
+    }
 }
 
 /// The core class minted for each Python carrier class, by the class object's address (the
@@ -200,7 +211,7 @@ impl PyStorageProvider {
                 Python::attach(|py| {
                     let dtype =
                         crate::dtype::wrap(py, dtype).map_err(|e| park(py, "supports_dtype", e))?;
-                    let args = PyTuple::new(py, [state.instance.clone_ref(py), dtype.into_any()])
+                    let args = PyTuple::new(py, [state.link.instance(py)?, dtype.into_any()])
                         .map_err(|e| park(py, "supports_dtype", e))?;
                     let answer = call(py, "supports_dtype", &supports, args)?;
                     answer
@@ -217,7 +228,7 @@ impl PyStorageProvider {
             },
             move |state: &PyState| {
                 Python::attach(|py| {
-                    let args = PyTuple::new(py, [state.instance.clone_ref(py)])
+                    let args = PyTuple::new(py, [state.link.instance(py)?])
                         .map_err(|e| park(py, "physical_size", e))?;
                     let answer = call(py, "physical_size", &size, args)?;
                     let answer = answer.bind(py);
@@ -238,7 +249,7 @@ impl PyStorageProvider {
             move |state: &mut PyState, slots: usize, _dtype: DType| {
                 Python::attach(|py| {
                     let slots = PyInt::new(py, slots).into_any().unbind();
-                    let args = PyTuple::new(py, [state.instance.clone_ref(py), slots])
+                    let args = PyTuple::new(py, [state.link.instance(py)?, slots])
                         .map_err(|e| park(py, "allocate", e))?;
                     let answer = call(py, "allocate", &allocate, args)?;
                     expect_none(py, "allocate", &answer)
@@ -246,7 +257,7 @@ impl PyStorageProvider {
             },
             move |state: &mut PyState| {
                 Python::attach(|py| {
-                    let args = PyTuple::new(py, [state.instance.clone_ref(py)])
+                    let args = PyTuple::new(py, [state.link.instance(py)?])
                         .map_err(|e| park(py, "release", e))?;
                     let answer = call(py, "release", &release, args)?;
                     expect_none(py, "release", &answer)
@@ -255,7 +266,7 @@ impl PyStorageProvider {
             move |state: &PyState, index: usize| {
                 Python::attach(|py| {
                     let index = PyInt::new(py, index).into_any().unbind();
-                    let args = PyTuple::new(py, [state.instance.clone_ref(py), index])
+                    let args = PyTuple::new(py, [state.link.instance(py)?, index])
                         .map_err(|e| park(py, "read", e))?;
                     let answer = call(py, "read", &read, args)?;
                     to_value(answer.bind(py), "StorageProvider read's result").map_err(|_| {
@@ -270,7 +281,7 @@ impl PyStorageProvider {
                 Python::attach(|py| {
                     let index = PyInt::new(py, index).into_any().unbind();
                     let value = from_value(py, value).map_err(|e| park(py, "write", e))?;
-                    let args = PyTuple::new(py, [state.instance.clone_ref(py), index, value])
+                    let args = PyTuple::new(py, [state.link.instance(py)?, index, value])
                         .map_err(|e| park(py, "write", e))?;
                     let answer = call(py, "write", &write, args)?;
                     expect_none(py, "write", &answer)
@@ -284,7 +295,10 @@ impl PyStorageProvider {
             },
         )
         .with_fresh_for(|state: &PyState, request: FreshRequest| {
-            Python::attach(|py| fresh_instance(py, state.instance.bind(py), request))
+            Python::attach(|py| {
+                let prototype = state.link.instance(py)?;
+                fresh_instance(py, prototype.bind(py), request)
+            })
         })
         .with_elementwise_fallback(self.elementwise_fallback)
     }
@@ -335,9 +349,7 @@ fn fresh_instance(
              it must call super().__init__(slots, dtype=dtype, mutable=mutable)"
         )));
     }
-    Ok(PyState {
-        instance: fresh.unbind(),
-    })
+    PyState::linking(&fresh).map_err(|e| park(py, &label, e))
 }
 
 /// The core class a Python carrier class stands for, as a route endpoint or a result class:
@@ -653,9 +665,7 @@ pub fn construct(
             class.name()?
         )));
     };
-    let state = PyState {
-        instance: instance.clone().unbind(),
-    };
+    let state = PyState::linking(instance)?;
     py.detach(|| Carrier::create(core_class, state, slots, dtype, mutable))
         .py()
 }
@@ -663,8 +673,9 @@ pub fn construct(
 /// The Python instance behind a carrier of a Python class.
 pub fn instance_of(py: Python<'_>, carrier: &Carrier) -> Option<Py<PyAny>> {
     carrier
-        .with_provider_state::<PyState, _>(|state| state.instance.clone_ref(py))
+        .with_provider_state::<PyState, _>(|state| state.link.instance(py).ok())
         .ok()
+        .flatten()
 }
 
 /// The dtype argument of a Python carrier's constructor.

@@ -5,28 +5,31 @@
 //! that ticket. When the error comes back out of the core, [`find`] finds the ticket and the
 //! caller re-raises the very object the callback raised.
 //!
-//! The core may report one error more than once (a completion's outcome to each of its
-//! waiters, a failed move to every `wait`), so finding an exception does not remove it: every
-//! delivery raises the same object. The table keeps the [`KEPT`] most recently parked
-//! exceptions (an error the core handles itself, such as a failure during a best-effort
-//! rollback, is never delivered, so entries are dropped by age rather than on delivery); an
-//! error whose exception has aged out is raised as a fresh exception of its kind and message.
+//! An exception is taken out of the table when it is raised. The core may report one error
+//! more than once (a failed move to every `wait` of its handle); the Python handles that can
+//! deliver an error repeatedly keep the exception they raised first ([`Delivered`]), so each
+//! delivery raises the same object. An error the core handles itself (a failure during a
+//! best-effort rollback) is never delivered, so the table also keeps at most [`KEPT`]
+//! exceptions, dropping the oldest; an error whose exception was dropped is raised as a
+//! fresh exception of its kind and message.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, PoisonError};
 
+use pyo3::exceptions::PyBaseException;
 use pyo3::exceptions::{
     PyIndexError, PyKeyError, PyLookupError, PyMemoryError, PyNotImplementedError, PyOSError,
     PyOverflowError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
 use strideweave::Error;
 
 static PENDING: LazyLock<Mutex<Parked>> = LazyLock::new(|| Mutex::new(Parked::default()));
 static NEXT: AtomicU64 = AtomicU64::new(1);
 
-/// How many parked exceptions the table keeps (the most recent ones).
+/// How many undelivered exceptions the table keeps (the most recently parked ones).
 pub const KEPT: usize = 256;
 
 /// The parked exceptions by ticket, and their tickets oldest first.
@@ -110,14 +113,70 @@ fn ticket(error: &Error) -> Option<u64> {
     text[start..end].parse().ok()
 }
 
-/// The parked exception `error` stands for (the same object on every call while it is
-/// kept); `None` for an error the core made itself, or one whose exception aged out.
-pub fn find(py: Python<'_>, error: &Error) -> Option<PyErr> {
+/// The parked exception `error` stands for, taken out of the table; `None` for an error the
+/// core made itself, or one whose exception was dropped.
+pub fn take(error: &Error) -> Option<PyErr> {
     let ticket = ticket(error)?;
-    parked()
-        .by_ticket
-        .get(&ticket)
-        .map(|raised| raised.clone_ref(py))
+    let mut table = parked();
+    let taken = table.by_ticket.remove(&ticket)?;
+    table.order.retain(|kept| *kept != ticket);
+    Some(taken)
+}
+
+/// The exception a Python handle raised for its error, so that every later delivery of the
+/// same error through that handle raises the same object (`AwaitMove.wait`,
+/// `AwaitResidency.wait`). The handle reports it to the garbage collector (an exception's
+/// traceback often leads back to the handle), see [`Delivered::visit`].
+#[derive(Default)]
+pub struct Delivered {
+    raised: Mutex<Option<Py<PyBaseException>>>,
+}
+
+impl Delivered {
+    /// The exception for `error`: the one this handle raised before, else `error`'s
+    /// (through [`crate::errors::to_py`]), kept for the next delivery. The lock is held only
+    /// with the GIL and around no Python code, so it never waits; the conversion runs
+    /// outside it (taking a parked exception runs no Python code either, so of two threads
+    /// delivering one parked error, the first keeps the very object for both).
+    pub fn raise(&self, py: Python<'_>, error: Error) -> PyErr {
+        if let Some(first) = self.first(py) {
+            return PyErr::from_value(first.into_bound(py).into_any());
+        }
+        let made = crate::errors::to_py(error);
+        let value = made.value(py).clone().unbind();
+        let mut raised = self.raised.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept = raised.get_or_insert(value).clone_ref(py);
+        drop(raised);
+        PyErr::from_value(kept.into_bound(py).into_any())
+    }
+
+    fn first(&self, py: Python<'_>) -> Option<Py<PyBaseException>> {
+        self.raised
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|first| first.clone_ref(py))
+    }
+
+    /// Reports the kept exception to the garbage collector (never blocks: the lock is only
+    /// held with the GIL, which the collector holds).
+    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Ok(raised) = self.raised.try_lock() {
+            if let Some(exception) = raised.as_ref() {
+                visit.call(exception)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the kept exception (the collector's `__clear__`), after the lock is released.
+    pub fn clear(&self) {
+        let taken = match self.raised.try_lock() {
+            Ok(mut raised) => raised.take(),
+            Err(_) => None,
+        };
+        drop(taken);
+    }
 }
 
 /// Forgets the parked exception `error` stands for: it will not be delivered.

@@ -7,12 +7,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{LazyLock, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, PoisonError};
 
 use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyTuple, PyType, PyWeakrefReference};
-use pyo3::{PyClass, PyClassInitializer};
+use pyo3::{PyClass, PyClassInitializer, PyTraverseError, PyVisit};
 use strideweave::carriers::extension::FreshRequest;
 use strideweave::carriers::{
     AwaitResidency, Cpu, Evictable, FileBacked, Generic, TileLocation, TileResidency, TileSet,
@@ -23,6 +23,7 @@ use strideweave::{Carrier, DType, Value};
 use crate::convert::{from_value, to_index, to_indices, to_value, type_name};
 use crate::dtype::PyDType;
 use crate::errors::IntoPyResult;
+use crate::instance_link::InstanceLink;
 
 /// The live Python object of each core carrier, by the carrier's identity.
 static OBJECTS: LazyLock<Mutex<ObjectTable>> = LazyLock::new(|| Mutex::new(ObjectTable::new()));
@@ -54,6 +55,8 @@ pub struct PyCarrier {
     /// For an instance the framework makes (a factory's fresh carrier): what it constructs,
     /// and whether the class's `__init__` reached `Carrier.__init__` with those arguments.
     fresh: OnceLock<(FreshRequest, AtomicBool)>,
+    /// For an instance of a Python class: the link its core carrier's state holds to it.
+    link: OnceLock<Arc<InstanceLink>>,
 }
 
 impl PyCarrier {
@@ -63,7 +66,13 @@ impl PyCarrier {
             inner: OnceLock::new(),
             facet: OnceLock::new(),
             fresh: OnceLock::new(),
+            link: OnceLock::new(),
         }
+    }
+
+    /// Remembers the link the core carrier's provider state holds to this very object.
+    pub(crate) fn set_link(&self, link: &Arc<InstanceLink>) {
+        let _ = self.link.set(Arc::clone(link));
     }
 
     fn holding(carrier: Carrier) -> PyCarrier {
@@ -237,6 +246,28 @@ fn values_arg(values: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
 
 #[pymethods]
 impl PyCarrier {
+    /// The references this object owns, for Python's garbage collector: its facet object,
+    /// and the one its core carrier's state holds back to it while this object holds the
+    /// carrier's only handle (crate::instance_link).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(facet) = self.facet.get() {
+            visit.call(facet)?;
+        }
+        if let Some(link) = self.link.get() {
+            InstanceLink::visit(link, self.inner.get(), &visit)?;
+        }
+        Ok(())
+    }
+
+    /// Breaks the cycle through the core carrier of an unreachable object; nothing of the
+    /// storage provider is called (the state is dropped with the carrier, as for a carrier
+    /// that was never released).
+    fn __clear__(&self) {
+        if let Some(link) = self.link.get() {
+            InstanceLink::clear(link, self.inner.get());
+        }
+    }
+
     #[new]
     #[classmethod]
     #[pyo3(signature = (*_args, **_kwargs))]
@@ -888,7 +919,7 @@ impl PyTiledResidencyFacet {
         let handle = py
             .detach(|| residency.promote_async(&carrier, &tiles))
             .py()?;
-        Ok(PyAwaitResidency { inner: handle })
+        Ok(PyAwaitResidency::new(handle))
     }
 
     /// Writes `tiles` back to the secondary tier; returns a completion handle.
@@ -897,7 +928,7 @@ impl PyTiledResidencyFacet {
         let residency = self.residency()?;
         let carrier = self.carrier.clone();
         let handle = py.detach(|| residency.evict_async(&carrier, &tiles)).py()?;
-        Ok(PyAwaitResidency { inner: handle })
+        Ok(PyAwaitResidency::new(handle))
     }
 
     /// The corrected residency plan for making `tiles` resident for `purpose` (`"read"`,
@@ -924,19 +955,40 @@ impl PyTiledResidencyFacet {
 #[pyclass(name = "AwaitResidency", module = "strideweave", frozen)]
 pub struct PyAwaitResidency {
     inner: AwaitResidency,
+    error: crate::callback_error::Delivered,
+}
+
+impl PyAwaitResidency {
+    fn new(inner: AwaitResidency) -> PyAwaitResidency {
+        PyAwaitResidency {
+            inner,
+            error: crate::callback_error::Delivered::default(),
+        }
+    }
 }
 
 #[pymethods]
 impl PyAwaitResidency {
+    /// The exception this handle keeps, for Python's garbage collector.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.error.visit(&visit)
+    }
+
+    fn __clear__(&self) {
+        self.error.clear();
+    }
+
     /// Whether the change reached its terminal outcome.
     #[getter]
     fn done(&self) -> bool {
         self.inner.done()
     }
 
-    /// Blocks (without the GIL) until the change ends; raises its error if it failed.
+    /// Blocks (without the GIL) until the change ends; raises its error if it failed (the
+    /// same exception object on every call).
     fn wait(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.inner.wait()).py()
+        py.detach(|| self.inner.wait())
+            .map_err(|error| self.error.raise(py, error))
     }
 }
 

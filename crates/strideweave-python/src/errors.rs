@@ -44,7 +44,7 @@ fn message(error: &Error) -> String {
 /// Converts a core error into the Python exception the seed names for its kind; an error
 /// that stands for an exception a Python callback raised becomes that same exception object.
 pub fn to_py(error: Error) -> PyErr {
-    if let Some(raised) = Python::attach(|py| crate::callback_error::find(py, &error)) {
+    if let Some(raised) = crate::callback_error::take(&error) {
         return raised;
     }
     match &error {

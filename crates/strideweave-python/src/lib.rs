@@ -24,6 +24,7 @@ mod prepared;
 mod routes;
 
 mod bulk_write;
+mod instance_link;
 mod residency_progress;
 
 use pyo3::prelude::*;

@@ -2,8 +2,10 @@
 //! core transfers.
 
 use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
 use strideweave::movement::{copy_to, move_async as core_move_async, move_to, MoveHandle};
 
+use crate::callback_error::Delivered;
 use crate::carrier::expect_carrier;
 use crate::errors::IntoPyResult;
 use crate::tensor::{expect_tensor, wrap, PyTensor};
@@ -34,6 +36,7 @@ pub fn move_async(
     Ok(PyMoveHandle {
         inner: handle,
         result: std::sync::OnceLock::new(),
+        error: Delivered::default(),
     })
 }
 
@@ -50,15 +53,25 @@ pub fn copy(
 }
 
 /// The completion of a move: `done`, and a blocking `wait()` that returns the same Tensor
-/// object (or raises an equal error) every time. No coroutine protocol.
+/// object (or raises the same exception object) every time. No coroutine protocol.
 #[pyclass(name = "AwaitMove", module = "strideweave", frozen)]
 pub struct PyMoveHandle {
     inner: MoveHandle,
     result: std::sync::OnceLock<Py<PyTensor>>,
+    error: Delivered,
 }
 
 #[pymethods]
 impl PyMoveHandle {
+    /// The exception this handle keeps, for Python's garbage collector.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.error.visit(&visit)
+    }
+
+    fn __clear__(&self) {
+        self.error.clear();
+    }
+
     /// Whether the move reached its terminal outcome.
     #[getter]
     fn done(&self) -> bool {
@@ -70,7 +83,9 @@ impl PyMoveHandle {
         if let Some(result) = self.result.get() {
             return Ok(result.clone_ref(py));
         }
-        let tensor = py.detach(|| self.inner.wait()).py()?;
+        let tensor = py
+            .detach(|| self.inner.wait())
+            .map_err(|error| self.error.raise(py, error))?;
         let made = Py::new(py, wrap(tensor))?;
         Ok(self.result.get_or_init(|| made).clone_ref(py))
     }
