@@ -612,6 +612,47 @@ fn small_and_boundary_reductions_sum_in_ascending_order() -> Result<()> {
 }
 
 #[test]
+fn small_horizontal_reductions_fold_as_the_general_loop_does() -> Result<()> {
+    // A row-major view makes each result's run contiguous (the horizontal order, folded in
+    // lanes). The first 16 rows of a 17-row reduction (past the small-reduction bound) are
+    // computed by the general loop; the same 16 rows alone, and a 1-row (1, k) tensor, by the
+    // small arm: every sum and maximum must match bit for bit, for runs shorter and longer
+    // than the lane count and on both sides of the 256-element bound.
+    for k in [1, 3, 4, 15, 16] {
+        let values: Vec<f32> = (0..17 * k)
+            .map(|i| {
+                let magnitude = [1e-3f32, 1.0, 1e7, -0.0][i % 4];
+                magnitude * ((i * 7919) % 31) as f32 - 15.0
+            })
+            .collect();
+        let general = f32_view(&values, &format!("(17,{k}):({k},1)"))?;
+        let small = f32_view(&values[..16 * k], &format!("(16,{k}):({k},1)"))?;
+        for name in ["reduce_sum", "reduce_max"] {
+            let all = floats(&op(name, vec![general.clone().into()])?)?;
+            let first = floats(&op(name, vec![small.clone().into()])?)?;
+            assert_bits(&first, &all[..16]);
+            for row in [0, 5, 16] {
+                let one = f32s(&values[row * k..(row + 1) * k], &format!("(1,{k})"))?;
+                assert_bits(&floats(&op(name, vec![one.into()])?)?, &all[row..=row]);
+            }
+        }
+    }
+    // Int32: exact in the small arm too, only the final narrowing checked.
+    let i = i32_view(&[i32::MAX, 1, -1, 7, 8, 9], "(2,3):(3,1)")?;
+    assert_eq!(
+        ints(&op("reduce_sum", vec![i.into()])?)?,
+        [i64::from(i32::MAX), 24]
+    );
+    let over = i32_view(&[1, 2, i32::MAX, 1], "(2,2):(2,1)")?;
+    assert_overflow(
+        op("reduce_sum", vec![over.into()]),
+        "reduce_sum",
+        "result ordinal 1 is 2147483648",
+    );
+    Ok(())
+}
+
+#[test]
 fn large_reductions_split_over_threads() -> Result<()> {
     let values: Vec<f32> = (0..300_000).map(|i| (i % 10) as f32).collect();
     let exact_sum =

@@ -284,3 +284,109 @@ fn errors_are_the_pipelines() -> Result<()> {
     assert_eq!(x.version(), 0);
     Ok(())
 }
+
+/// A tensor of `values` (of `dtype`) under the canonical layout of `shape`: inline slots when
+/// `heap` is false, else the leading slots of a carrier too large to keep them inline.
+fn tensor_of(values: &[Value], dtype: DType, shape: &Shape, heap: bool) -> Result<Tensor> {
+    let mut slots = values.to_vec();
+    if heap {
+        slots.resize(80, values[0]);
+    }
+    Tensor::new(
+        Cpu::from_values(&slots, dtype, true)?,
+        0,
+        Layout::column_major(shape.clone()),
+    )
+}
+
+/// `call(name, operands)` on inline operands and on the same operands on heap slots: the
+/// same values, dtype, layout and error (kind and message).
+fn assert_inline_matches_heap(name: &str, operands: &[(&[Value], Option<DType>)]) -> Result<()> {
+    let shape = Shape::new(operands[0].0.len())?;
+    let build = |heap: bool| -> Result<Vec<strideweave::operation::Operand>> {
+        operands
+            .iter()
+            .map(|(values, dtype)| match dtype {
+                Some(dtype) => {
+                    let shape = Shape::new(values.len())?;
+                    Ok(tensor_of(values, *dtype, &shape, heap)?.into())
+                }
+                None => Ok(values[0].into()),
+            })
+            .collect()
+    };
+    let inline = call(name, build(false)?, &[]);
+    let heap = call(name, build(true)?, &[]);
+    match (inline, heap) {
+        (Ok(inline), Ok(heap)) => {
+            let (inline, heap) = (&inline[0], &heap[0]);
+            // Compared as text, so that NaN matches NaN.
+            let text = |t: &Tensor| -> Result<String> { Ok(format!("{:?}", t.to_values()?)) };
+            assert_eq!(text(inline)?, text(heap)?, "{name} {operands:?}");
+            assert_eq!(inline.dtype(), heap.dtype(), "{name}");
+            assert_eq!(inline.layout(), heap.layout(), "{name}");
+            assert_eq!(inline.layout().shape(), &shape, "{name}");
+        }
+        (Err(inline), Err(heap)) => {
+            assert_eq!(inline.kind(), heap.kind(), "{name}");
+            assert_eq!(inline.to_string(), heap.to_string(), "{name}");
+        }
+        (inline, heap) => panic!("{name} {operands:?}: inline {inline:?}, heap {heap:?}"),
+    }
+    Ok(())
+}
+
+#[test]
+fn inline_operands_compute_what_the_general_loop_computes_for_every_dtype() -> Result<()> {
+    let ints = [3, -7, 0, 12].map(Value::Int);
+    let others = [5, 2, -9, 12].map(Value::Int);
+    let near_max = [1, i32::MAX as i64, i32::MAX as i64 - 1, 0].map(Value::Int);
+    let ones = [1, 1, 1, 1].map(Value::Int);
+    let floats = [1.5, -0.0, f64::NAN, 4.0].map(Value::Float);
+    let bools = [true, false, true, false].map(Value::Bool);
+    let flipped = [true, true, false, false].map(Value::Bool);
+    let (i, f, b) = (Some(DType::INT32), Some(DType::FLOAT32), Some(DType::BOOL));
+    let binary = [
+        "add",
+        "sub",
+        "mul",
+        "elementwise_mul",
+        "maximum",
+        "minimum",
+        "eq",
+        "lt",
+        "le",
+    ];
+    for name in binary {
+        assert_inline_matches_heap(name, &[(&ints, i), (&others, i)])?;
+        // An Int32 result leaving the range: the same first overflowing element.
+        assert_inline_matches_heap(name, &[(&near_max, i), (&ones, i)])?;
+        // A weak scalar, a one-element tensor broadcast, and Int32 read as Float32.
+        assert_inline_matches_heap(name, &[(&ints, i), (&[Value::Int(4)], None)])?;
+        assert_inline_matches_heap(name, &[(&ints, i), (&[Value::Int(-2)], i)])?;
+        assert_inline_matches_heap(name, &[(&floats, f), (&ints, i)])?;
+        assert_inline_matches_heap(name, &[(&floats, f), (&[Value::Float(2.0)], None)])?;
+    }
+    for name in ["neg", "abs", "relu"] {
+        assert_inline_matches_heap(name, &[(&ints, i)])?;
+        assert_inline_matches_heap(name, &[(&[Value::Int(i64::from(i32::MIN)); 3], i)])?;
+    }
+    assert_inline_matches_heap("eq", &[(&bools, b), (&flipped, b)])?;
+    assert_inline_matches_heap("eq", &[(&bools, b), (&[Value::Bool(true)], None)])?;
+    // The Int32 overflow is reported for the first element in order, inline as on the heap.
+    let error = call(
+        "add",
+        [
+            tensor_of(&near_max, DType::INT32, &Shape::new(4)?, false)?.into(),
+            tensor_of(&ones, DType::INT32, &Shape::new(4)?, false)?.into(),
+        ],
+        &[],
+    )
+    .expect_err("overflow");
+    assert_eq!(error.kind(), ErrorKind::Overflow);
+    assert_eq!(
+        error.to_string(),
+        "overflow error: 'add' overflows Int32: 2147483647 + 1"
+    );
+    Ok(())
+}

@@ -164,6 +164,12 @@ impl InlineSlots {
         Some(())
     }
 
+    /// Copies the used words into the leading words of `words`; `None` once released.
+    #[inline]
+    pub(super) fn copy_words(&self, words: &mut [u32; WORDS]) -> Option<()> {
+        self.load(&mut words[..self.used()])
+    }
+
     /// Runs `f` on a copy of the elements (`len / 4` of them); `released()` once released.
     #[inline]
     pub(super) fn read<T: Word, R>(

@@ -42,6 +42,8 @@ use lending::Lending;
 pub(crate) const INLINE_F32: usize = inline_slots::WORDS;
 /// The most Bool slots a CPU carrier keeps inline.
 pub(crate) const INLINE_BOOL: usize = INLINE_BYTES;
+/// The number of 4-byte words the inline slots take (see [`Cpu::copy_inline`]).
+pub(crate) const INLINE_WORDS: usize = inline_slots::WORDS;
 
 use crate::carrier::{Carrier, CarrierClass, ClassOrigin, DefinitionFreeCarrier};
 use crate::dtype::{accepts_storage_dtype, validate_storage_dtype, DType, Value};
@@ -450,6 +452,18 @@ impl Cpu {
                 let buffer = buffer.get_mut().as_mut().ok_or_else(|| released("write"))?;
                 Ok(f(buffer.as_bytes_mut()))
             }
+        }
+    }
+
+    /// A consistent copy of the slots into `words` when they are kept inline (native byte
+    /// order: one slot per word for Float32 and Int32, four Bool bytes per word), and the
+    /// number of slots; `None` for slots on the heap or once released, where the caller takes
+    /// the locked read instead. Tiny kernels read their operands with it, lock-free.
+    #[inline]
+    pub(crate) fn copy_inline(&self, words: &mut [u32; INLINE_WORDS]) -> Option<usize> {
+        match &self.storage {
+            Storage::Inline(inline) => inline.copy_words(words).map(|()| self.slots),
+            Storage::Heap(_) => None,
         }
     }
 

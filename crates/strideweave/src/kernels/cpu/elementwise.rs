@@ -16,15 +16,19 @@
 //! Overflow error naming the operation and the operands.
 
 use crate::kernels::extrema::{maximum_f32, minimum_f32};
+use std::sync::Arc;
+
 use strideweave_layout::Layout;
 
 use super::parallel::{chunk_count, for_each_chunk};
 use super::slots::{with_slots, Compute, Slots, Stored};
 use super::strided::{broadcast_strides, fits, Small, Walk};
 use super::{fresh_result, overflow, result_spec};
+use crate::carriers::cpu::INLINE_WORDS;
+use crate::carriers::Cpu;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::operation::{Arithmetic, Builtin, Operand, ResolvedInvocation};
+use crate::operation::{Arithmetic, Builtin, Operand, ResolvedInvocation, ResultSpec};
 use crate::tensor::Tensor;
 
 /// Elements gathered per step when an operand cannot be read in place.
@@ -285,6 +289,9 @@ fn unary<T: Compute, O: Stored>(
 ) -> Result<Tensor> {
     let [x] = operands::<1>(name, invocation)?;
     let spec = result_spec::<O>(name, invocation)?;
+    if let Some(result) = tiny(name, spec, [Some(x), None], move |a, _| op(a)) {
+        return Ok(result);
+    }
     let unit = Operand::Scalar(crate::dtype::Value::Bool(false));
     let walk = walk(spec.layout(), [x, &unit])?;
     with_side::<T, _>(name, x, |a| {
@@ -311,12 +318,81 @@ fn binary<T: Compute, O: Stored>(
 ) -> Result<Tensor> {
     let [lhs, rhs] = operands::<2>(name, invocation)?;
     let spec = result_spec::<O>(name, invocation)?;
+    if let Some(result) = tiny(name, spec, [Some(lhs), Some(rhs)], op) {
+        return Ok(result);
+    }
     let walk = walk(spec.layout(), [lhs, rhs])?;
     with_side::<T, _>(name, lhs, |a| {
         with_side::<T, _>(name, rhs, |b| {
             fresh_result::<O>(spec, |out| drive(name, &walk, a, b, out, op, describe))
         })
     })
+}
+
+/// The first arm of every elementwise kernel: a result that fits a carrier's inline slots,
+/// whose tensor operands keep their slots inline and are laid out exactly like it (or hold a
+/// single value), computed on copies on the stack: no walk, lock or buffer. The absent
+/// second operand of a unary operation is `None`.
+///
+/// It decides nothing: `None` (a heap or released operand, another layout, a conversion, a
+/// scalar that does not convert, an Int32 overflow) hands the call to the general loop,
+/// which computes the same values and reports every error.
+#[inline]
+fn tiny<T: Compute, O: Stored>(
+    name: &str,
+    spec: &ResultSpec,
+    [lhs, rhs]: [Option<&Operand>; 2],
+    op: impl Op<T, O>,
+) -> Option<Tensor> {
+    let layout = spec.layout();
+    let len = layout.size();
+    if len > O::INLINE {
+        return None;
+    }
+    // The operands' copied slots and the result, as words viewed as their element type.
+    let mut words = [[0u32; INLINE_WORDS]; 3];
+    let [wa, wb, out] = &mut words;
+    let a = tiny_run(name, lhs, layout, wa)?;
+    let b = tiny_run(name, rhs, layout, wb)?;
+    let values = bytemuck::cast_slice_mut::<u32, O>(out).get_mut(..len)?;
+    if apply_loop(a, b, values, op) {
+        return None;
+    }
+    Some(Tensor::fresh(
+        O::inline(values),
+        Arc::clone(spec.shared_layout()),
+    ))
+}
+
+/// One operand of [`tiny`] over the `layout.size()` result elements: a weak scalar (the
+/// default for an absent operand), the single value of a one-element tensor, or the inline
+/// slots of a tensor laid out as `layout` and stored as `T`, copied into `words`.
+#[inline]
+fn tiny_run<'b, T: Compute>(
+    name: &str,
+    operand: Option<&Operand>,
+    layout: &Layout,
+    words: &'b mut [u32; INLINE_WORDS],
+) -> Option<Run<'b, T>> {
+    let tensor = match operand {
+        None => return Some(Run::Scalar(T::default())),
+        Some(Operand::Scalar(value)) => return T::from_value(name, *value).ok().map(Run::Scalar),
+        Some(Operand::Tensor(tensor)) => tensor,
+    };
+    let single = tensor.size() == 1;
+    if tensor.dtype() != T::DTYPE
+        || (!single && !std::ptr::eq(tensor.layout(), layout) && tensor.layout() != layout)
+    {
+        return None;
+    }
+    let count = tensor.carrier().downcast_ref::<Cpu>()?.copy_inline(words)?;
+    let slots = bytemuck::cast_slice::<u32, T>(words).get(..count)?;
+    let start = tensor.offset();
+    if single {
+        slots.get(start).copied().map(Run::Scalar)
+    } else {
+        slots.get(start..start + layout.size()).map(Run::Slice)
+    }
 }
 
 /// The call's operands, exactly `N` of them (a Value error otherwise).

@@ -361,13 +361,12 @@ fn drive<R: Reducer>(
         || (row_stride == 1 && row_extent >= 16)
         || (col_stride != 1 && row_extent >= col_extent);
     let work = n.saturating_mul(k);
-    if vertical
-        && n <= TINY_RESULTS
+    if n <= TINY_RESULTS
         && work <= TINY_WORK
         && input.rows.leaves().len() <= 1
         && input.cols.leaves().len() <= 1
     {
-        return tiny(name, r, input, out);
+        return tiny(name, r, input, vertical, out);
     }
     let threads = chunk_count(work);
     if work <= THREADING_THRESHOLD || n >= FEW_RESULTS || ordered || k < 2 {
@@ -399,9 +398,16 @@ fn drive<R: Reducer>(
 }
 
 /// The first arm of [`drive`]: a small reduction whose modes are each one run, accumulated on
-/// the stack in the vertical order (ascending `j`, then `i`), exactly the order
-/// [`accumulate`] takes for it, with no accumulator buffer or block set-up.
-fn tiny<R: Reducer>(name: &str, r: R, input: &Input<'_, R::In>, out: &mut [R::Out]) -> Result<()> {
+/// the stack in exactly the order [`accumulate`] takes for it — `vertical`: ascending `j`,
+/// then `i`; else each result's run folded alone ([`horizontal_run`], contiguous runs in
+/// lanes) — with no accumulator buffer, block set-up or vector-unit dispatch.
+fn tiny<R: Reducer>(
+    name: &str,
+    r: R,
+    input: &Input<'_, R::In>,
+    vertical: bool,
+    out: &mut [R::Out],
+) -> Result<()> {
     let (n, k) = (input.rows.size(), input.cols.size());
     let (_, [rs]) = input.rows.inner();
     let (_, [cs]) = input.cols.inner();
@@ -418,12 +424,23 @@ fn tiny<R: Reducer>(name: &str, r: R, input: &Input<'_, R::In>, out: &mut [R::Ou
                 "'{name}': the input's layout reaches past its slots"
             )));
         }
-    }
-    for j in 0..k {
-        let column = input.offset + j * cs;
-        for (i, acc) in accs.iter_mut().enumerate() {
-            if let Some(&x) = xs.get(column + i * rs) {
-                *acc = r.add(*acc, x);
+        if vertical {
+            for j in 0..k {
+                let column = input.offset + j * cs;
+                for (i, acc) in accs.iter_mut().enumerate() {
+                    if let Some(&x) = xs.get(column + i * rs) {
+                        *acc = r.add(*acc, x);
+                    }
+                }
+            }
+        } else {
+            for (i, acc) in accs.iter_mut().enumerate() {
+                let row = input.offset + i * rs;
+                let folded = match (cs, xs.get(row..row + k)) {
+                    (1, Some(run)) => lane_fold(r, run),
+                    _ => horizontal_run(r, xs, row, cs, k),
+                };
+                *acc = r.merge(*acc, folded);
             }
         }
     }
@@ -615,28 +632,35 @@ impl<R: Reducer> pulp::WithSimd for Horizontal<'_, R> {
 
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) -> R::Acc {
-        let r = self.r;
-        let mut lanes = [r.identity(); LANES];
-        let chunks = self.xs.chunks_exact(LANES);
-        let rest = chunks.remainder();
-        for chunk in chunks {
-            for (lane, &x) in lanes.iter_mut().zip(chunk) {
-                *lane = r.add(*lane, x);
-            }
-        }
-        for (lane, &x) in lanes.iter_mut().zip(rest) {
+        lane_fold(self.r, self.xs)
+    }
+}
+
+/// The fold of contiguous `xs` in [`LANES`] independent lanes (element `t` into lane
+/// `t % LANES`), the lanes then merged pairwise: the one order of every contiguous horizontal
+/// run, whether or not it runs inside the vector-unit dispatch.
+#[inline(always)]
+fn lane_fold<R: Reducer>(r: R, xs: &[R::In]) -> R::Acc {
+    let mut lanes = [r.identity(); LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (lane, &x) in lanes.iter_mut().zip(chunk) {
             *lane = r.add(*lane, x);
         }
-        let mut width = LANES;
-        while width > 1 {
-            width /= 2;
-            let (low, high) = lanes.split_at_mut(width);
-            for (a, &b) in low.iter_mut().zip(high.iter()) {
-                *a = r.merge(*a, b);
-            }
-        }
-        lanes[0]
     }
+    for (lane, &x) in lanes.iter_mut().zip(rest) {
+        *lane = r.add(*lane, x);
+    }
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        let (low, high) = lanes.split_at_mut(width);
+        for (a, &b) in low.iter_mut().zip(high.iter()) {
+            *a = r.merge(*a, b);
+        }
+    }
+    lanes[0]
 }
 
 #[cfg(test)]

@@ -80,7 +80,7 @@ pub(super) fn with_slots<R>(
 
 /// An element type kernels compute in: `f32` (Float32), `i32` (Int32) or `u8` (Bool as 0/1).
 pub(super) trait Compute:
-    Copy + Default + Send + Sync + PartialEq + std::fmt::Debug + 'static
+    bytemuck::Pod + Default + Send + Sync + PartialEq + std::fmt::Debug
 {
     /// The dtype it computes.
     const DTYPE: DType;
@@ -257,7 +257,7 @@ impl Compute for u8 {
 }
 
 /// An element type a result stores: `f32`, `i32` or `u8` (Bool 0/1).
-pub(super) trait Stored: Copy + Default + Send + Sync + 'static {
+pub(super) trait Stored: bytemuck::Pod + Default + Send + Sync {
     /// The result dtype.
     const DTYPE: DType;
 
