@@ -362,12 +362,12 @@ fn the_gpu_advertises_exactly_its_pattern_plans_and_refuses_others() -> Result<(
     ] {
         assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
     }
-    // Mixed dtypes would need a conversion the shaders do not make.
-    let ints = gpu.from_i32(&[1, 2], Shape::new(2)?)?;
-    let floats = gpu.from_f32(&[1.0, 2.0], Shape::new(2)?)?;
-    let error = call("add", [ints.into(), floats.into()], &[]).unwrap_err();
+    // A product of mixed dtypes would need a conversion the product shaders do not make.
+    let ints = gpu.from_i32(&[1, 2], Shape::new((1, 2))?)?;
+    let floats = gpu.from_f32(&[1.0, 2.0], Shape::new((1, 2))?)?;
+    let error = call("matmul", [ints.into(), floats.into()], &[]).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::NotImplemented, "{error}");
-    assert!(error.to_string().contains("add"), "{error}");
+    assert!(error.to_string().contains("matmul"), "{error}");
     Ok(())
 }
 

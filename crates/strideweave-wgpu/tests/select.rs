@@ -1,8 +1,9 @@
 //! `select` on the Gpu gives the CPU's values (docs/kernel-semantics.md: `cond ? a : b` per
 //! element, all three broadcast, the chosen value copied after conversion): Float32, Int32 and
 //! Bool branches, tensors and weak scalars in either place and both, on random layouts with
-//! NaN and signed zeros; and operand dtypes the shaders do not convert are refused at the
-//! capability gate, before anything is allocated or submitted.
+//! NaN and signed zeros; Int32 operands of Float32 computations converted exactly as the CPU
+//! converts them; and products of mixed dtypes, which the shaders do not convert, refused at
+//! the capability gate before anything is allocated or submitted.
 
 mod common;
 
@@ -10,7 +11,7 @@ use common::{download, numbers, own_gpu, shared_gpu, upload_operands, Rng};
 use strideweave::carrier::constructed_on_this_thread;
 use strideweave::carriers::Cpu;
 use strideweave::operation::{call, Operand};
-use strideweave::{DType, ErrorKind, Layout, Result, Shape, Tensor, Value};
+use strideweave::{ops, DType, ErrorKind, Layout, Result, Shape, Tensor, Value};
 use strideweave_wgpu::Gpu;
 
 /// A random (r, c) layout (column-major, row-major, padded or, with `broadcast`, a stride-0
@@ -33,26 +34,9 @@ fn random_tensor(
     Tensor::new(Cpu::from_values(&slots, dtype, true)?, offset, layout)
 }
 
-/// `select` on the CPU operands and on their uploads: the same dtype, layout and values
-/// (Float32 bit for bit, NaN equal to NaN).
+/// `select` on the CPU operands and on their uploads: the same values, bit for bit.
 fn same_selection(gpu: &Gpu, operands: &[Operand]) -> Result<()> {
-    let expected = call("select", operands.to_vec(), &[])?.remove(0);
-    let uploaded = upload_operands(gpu, operands)?;
-    let result = call("select", uploaded, &[])?.remove(0);
-    assert_eq!(result.carrier().class(), gpu.class());
-    assert_eq!(result.dtype(), expected.dtype());
-    assert_eq!(result.layout(), expected.layout());
-    let back = download(&result)?;
-    if expected.dtype() == DType::BOOL {
-        assert_eq!(back.to_values()?, expected.to_values()?);
-    } else {
-        let (got, want) = (numbers(&back)?, numbers(&expected)?);
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            let same = (*g as f32).to_bits() == (*w as f32).to_bits() || (g.is_nan() && w.is_nan());
-            assert!(same, "element {i}: gpu {g} vs cpu {w}");
-        }
-    }
-    Ok(())
+    same_values(gpu, "select", operands, 0.0)
 }
 
 /// Draws a slot's value.
@@ -114,56 +98,138 @@ fn select_matches_the_cpu_on_every_branch_dtype_and_form() -> Result<()> {
     Ok(())
 }
 
-/// Plans whose operands the shaders would have to convert (an Int32 branch against a
-/// Float32 one, an Int32 tensor with a float scalar, Int32 against Float32 in arithmetic and
-/// comparisons) are not declared, so the call fails with `UnsupportedOperationPlan`
-/// (NotImplemented) naming the operation, before a carrier is constructed, a pipeline
-/// compiled or work submitted.
+/// Int32 values at the edges of binary32's exact range: ties at 2^24 and 2^25 rounding to
+/// even, one rounding up past a tie, the Int32 extremes (−2^31 is exact, 2^31 − 1 rounds up
+/// to 2^31), and small values.
+const AWKWARD_INTS: [i32; 12] = [
+    16_777_217,
+    16_777_219,
+    33_554_435,
+    33_554_437,
+    -16_777_217,
+    i32::MAX,
+    i32::MIN,
+    123_456_789,
+    -987_654_321,
+    0,
+    -1,
+    7,
+];
+
+/// Int32 tensors meeting Float32 tensors or float scalars compute in Float32 with each Int32
+/// element converted as the CPU converts it (`as f32`: nearest, ties to even), also where
+/// WGSL's own conversion may round either way: `add sub mul maximum minimum eq lt le select`
+/// bit for bit, in both operand orders and with scalars, on random layouts; `div` of two Int32
+/// tensors and `sqrt` of one within the tolerance the Gpu's division and square root have.
 #[test]
-fn mixed_operand_dtypes_are_refused_before_anything_is_allocated() -> Result<()> {
-    let Some(gpu) = own_gpu("mixed_operand_dtypes_are_refused_before_anything_is_allocated") else {
+fn int32_operands_convert_to_float32_exactly_like_the_cpu() -> Result<()> {
+    let Some(gpu) = shared_gpu("int32_operands_convert_to_float32_exactly_like_the_cpu") else {
         return Ok(());
     };
-    let shape = Shape::new(4)?;
-    let cond = Tensor::compact(
-        Cpu::from_values(&[Value::Bool(true); 4], DType::BOOL, true)?,
-        shape.clone(),
-    )?;
+    let mut rng = Rng(0x5eed_3002);
+    let int = |rng: &mut Rng| Value::Int(i64::from(AWKWARD_INTS[rng.below(AWKWARD_INTS.len())]));
+    let float = |rng: &mut Rng| {
+        let choices = [0.0, -0.0, 16_777_216.0, 2_147_483_648.0, -1.5, 33_554_436.0];
+        Value::Float(choices[rng.below(choices.len())])
+    };
+    for shape in [(1, 1), (4, 3), (257, 1), (16, 17)] {
+        let i = random_tensor(&mut rng, shape, DType::INT32, &int)?;
+        let f = random_tensor(&mut rng, shape, DType::FLOAT32, &float)?;
+        let cond = random_tensor(&mut rng, shape, DType::BOOL, &flag)?;
+        for name in ["add", "sub", "mul", "maximum", "minimum", "eq", "lt", "le"] {
+            same_values(&gpu, name, &[i.clone().into(), f.clone().into()], 0.0)?;
+            same_values(&gpu, name, &[f.clone().into(), i.clone().into()], 0.0)?;
+            if !matches!(name, "add" | "sub") {
+                same_values(
+                    &gpu,
+                    name,
+                    &[i.clone().into(), Value::Float(1.0).into()],
+                    0.0,
+                )?;
+            }
+        }
+        same_values(
+            &gpu,
+            "mul",
+            &[Value::Float(1.0).into(), i.clone().into()],
+            0.0,
+        )?;
+        same_values(
+            &gpu,
+            "select",
+            &[cond.clone().into(), i.clone().into(), f.clone().into()],
+            0.0,
+        )?;
+        same_values(
+            &gpu,
+            "select",
+            &[cond.into(), Value::Float(0.5).into(), i.clone().into()],
+            0.0,
+        )?;
+        let j = random_tensor(&mut rng, shape, DType::INT32, &int)?;
+        same_values(&gpu, "div", &[i.clone().into(), j.into()], 2.5e-7)?;
+        same_values(&gpu, "sqrt", &[i.into()], 1e-6)?;
+    }
+    Ok(())
+}
+
+/// `name` on the CPU operands and on their uploads: the same dtype, layout and values, to the
+/// bit (NaN equal to NaN) when `relative` is 0, within `relative·|cpu|` otherwise.
+fn same_values(gpu: &Gpu, name: &str, operands: &[Operand], relative: f64) -> Result<()> {
+    let expected = call(name, operands.to_vec(), &[])?.remove(0);
+    let result = call(name, upload_operands(gpu, operands)?, &[])?.remove(0);
+    assert_eq!(result.carrier().class(), gpu.class(), "{name}");
+    assert_eq!(result.dtype(), expected.dtype(), "{name}");
+    assert_eq!(result.layout(), expected.layout(), "{name}");
+    let back = download(&result)?;
+    if expected.dtype() == DType::BOOL {
+        assert_eq!(back.to_values()?, expected.to_values()?, "{name}");
+        return Ok(());
+    }
+    for (k, (g, w)) in numbers(&back)?.iter().zip(&numbers(&expected)?).enumerate() {
+        let same = (*g as f32).to_bits() == (*w as f32).to_bits()
+            || (g.is_nan() && w.is_nan())
+            || (g - w).abs() <= relative * w.abs();
+        assert!(same, "{name}: element {k}: gpu {g} vs cpu {w}");
+    }
+    Ok(())
+}
+
+/// Products whose operands the shaders would have to convert (an Int32 matrix against a
+/// Float32 one, in binary32 or accumulating in binary64) are not declared, so the call fails
+/// with `UnsupportedOperationPlan` (NotImplemented) naming the operation, before a carrier is
+/// constructed, a pipeline compiled or work submitted.
+#[test]
+fn mixed_dtype_products_are_refused_before_anything_is_allocated() -> Result<()> {
+    let Some(gpu) = own_gpu("mixed_dtype_products_are_refused_before_anything_is_allocated") else {
+        return Ok(());
+    };
+    let shape = Shape::new((2, 2))?;
     let ints = Tensor::compact(Cpu::from_i32(&[1, 2, 3, 4], true)?, shape.clone())?;
     let floats = Tensor::compact(Cpu::from_f32(&[0.5, 1.5, 2.5, 3.5], true)?, shape)?;
-    let cases: Vec<(&str, Vec<Operand>)> = vec![
-        (
-            "select",
-            vec![
-                cond.clone().into(),
-                ints.clone().into(),
-                floats.clone().into(),
-            ],
-        ),
-        (
-            "select",
-            vec![cond.into(), ints.clone().into(), Value::Float(0.5).into()],
-        ),
-        ("add", vec![ints.clone().into(), floats.clone().into()]),
-        ("maximum", vec![floats.clone().into(), ints.clone().into()]),
-        ("lt", vec![ints.clone().into(), floats.into()]),
-        ("mul", vec![ints.clone().into(), Value::Float(1.5).into()]),
-        ("div", vec![ints.clone().into(), ints.clone().into()]),
-        ("exp", vec![ints.into()]),
+    let cases: Vec<(Vec<Tensor>, Option<DType>)> = vec![
+        (vec![ints.clone(), floats.clone()], None),
+        (vec![floats.clone(), ints.clone()], None),
+        (vec![ints, floats], Some(DType::FLOAT64)),
     ];
-    for (name, cpu_operands) in cases {
+    for (operands, accumulator) in cases {
+        let product = |x: &Tensor, y: &Tensor| match accumulator {
+            Some(dtype) => ops::matmul_with(x, y, dtype),
+            None => ops::matmul(x, y),
+        };
         // The CPU computes every one of them.
-        call(name, cpu_operands.clone(), &[])?;
-        let operands = upload_operands(&gpu, &cpu_operands)?;
+        product(&operands[0], &operands[1])?;
+        let (x, y) = (gpu.upload(&operands[0])?, gpu.upload(&operands[1])?);
         let constructed = constructed_on_this_thread();
         let (compiled, reused) = gpu.device().pipeline_counts();
         let submissions = gpu.device().submission_count();
-        let error = call(name, operands, &[]).unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::NotImplemented, "{name}: {error}");
-        assert!(error.to_string().contains(name), "{error}");
-        assert_eq!(constructed_on_this_thread(), constructed, "{name}");
-        assert_eq!(gpu.device().pipeline_counts(), (compiled, reused), "{name}");
-        assert_eq!(gpu.device().submission_count(), submissions, "{name}");
+        let error = product(&x, &y).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NotImplemented, "{error}");
+        assert!(error.to_string().contains("matmul"), "{error}");
+        assert_eq!(constructed_on_this_thread(), constructed);
+        assert_eq!(gpu.device().pipeline_counts(), (compiled, reused));
+        assert_eq!(gpu.device().submission_count(), submissions);
+        assert_eq!((x.version(), y.version()), (0, 0));
     }
     Ok(())
 }

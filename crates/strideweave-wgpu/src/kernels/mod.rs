@@ -160,6 +160,7 @@ pub(crate) fn patterns(float64: bool) -> Result<Vec<KernelPattern>> {
         if ON_BOOL.contains(&name) {
             plans.extend(operand_plans(name, arity, DType::BOOL, true, false, None)?);
         }
+        plans.extend(converting_plans(name, arity)?);
         add_pair(&mut patterns, name, plans, Kind::Elementwise(float), int)?;
     }
     let accumulating = |name, arity| -> Result<Vec<OperationCapability>> {
@@ -241,6 +242,41 @@ fn operand_plans(
     Ok(plans)
 }
 
+/// The Float32 plans of `name` that convert an Int32 tensor operand to Float32 (an Int32
+/// tensor against a Float32 tensor or a float scalar, or an operation that always computes in
+/// Float32 on Int32 tensors): the shaders convert each element exactly as the CPU does.
+fn converting_plans(name: &str, arity: usize) -> Result<Vec<OperationCapability>> {
+    let (int, float) = (
+        PlanOperand::Tensor(DType::INT32),
+        PlanOperand::Tensor(DType::FLOAT32),
+    );
+    let scalar = PlanOperand::Scalar(Value::Float(1.0));
+    let forms: Vec<Vec<PlanOperand>> = if arity == 1 {
+        vec![vec![int]]
+    } else {
+        vec![
+            vec![int, float],
+            vec![float, int],
+            vec![int, int],
+            vec![int, scalar],
+            vec![scalar, int],
+        ]
+    };
+    Ok(forms
+        .into_iter()
+        .filter_map(|form| resolve_operation_plan(name, &form, None).ok())
+        .filter(|plan| executable(plan, DType::FLOAT32, false, 0) && converts(plan))
+        .map(OperationCapability::from_plan)
+        .collect())
+}
+
+/// Whether `plan` converts some tensor operand to another dtype.
+fn converts(plan: &OperationPlan) -> bool {
+    plan.operands()
+        .iter()
+        .any(|o| o.dtype().is_some_and(|d| d != o.convert_to()))
+}
+
 /// A weak scalar of `dtype`'s kind, for resolving plans.
 fn weak_scalar(dtype: DType) -> Value {
     if dtype == DType::INT32 {
@@ -252,24 +288,30 @@ fn weak_scalar(dtype: DType) -> Value {
     }
 }
 
-/// Whether the shaders compute `plan` on `dtype` tensors: its arithmetic is binary32, Int32
-/// that cannot overflow, or (with `overflow_checked`) checked Int32, and every operand after
-/// the first `skip` (a `select`'s condition) converts to `dtype` while the output is `dtype`
-/// or a comparison's Bool. An Int32 tensor promoted by a float scalar would need a
-/// conversion the shaders do not make.
+/// Whether the shaders compute `plan` in `dtype`: its arithmetic is binary32, Int32 that
+/// cannot overflow, or (with `overflow_checked`) checked Int32, every operand after the
+/// first `skip` (a `select`'s condition) converts to `dtype`, each tensor operand is either
+/// of that dtype or an Int32 tensor converted to Float32 (the one conversion the shaders
+/// make), and the output is `dtype` or a comparison's Bool.
 fn executable(plan: &OperationPlan, dtype: DType, overflow_checked: bool, skip: usize) -> bool {
     let exact = match plan.compute() {
         Arithmetic::Binary32 | Arithmetic::Int32Exact => true,
         Arithmetic::Int32ExactChecked => overflow_checked,
     };
     let output = plan.output() == dtype || plan.output() == DType::BOOL;
+    let converted = |o: &strideweave::operation::OperandPlan| match o.dtype() {
+        None => true,
+        Some(stored) => {
+            stored == o.convert_to() || (stored == DType::INT32 && o.convert_to() == DType::FLOAT32)
+        }
+    };
     exact
         && output
         && plan
             .operands()
             .iter()
             .skip(skip)
-            .all(|o| o.convert_to() == dtype)
+            .all(|o| o.convert_to() == dtype && converted(o))
 }
 
 /// The `select` plans the shaders compute: a Bool tensor condition and two branches of one
@@ -282,12 +324,18 @@ fn select_plans() -> Result<Vec<OperationCapability>> {
             PlanOperand::Tensor(dtype),
             PlanOperand::Scalar(weak_scalar(dtype)),
         );
-        for branches in [
+        let mut forms = vec![
             [tensor, tensor],
             [tensor, scalar],
             [scalar, tensor],
             [scalar, scalar],
-        ] {
+        ];
+        if dtype == DType::FLOAT32 {
+            // An Int32 branch against a Float32 one or a float scalar, converted.
+            let int = PlanOperand::Tensor(DType::INT32);
+            forms.extend([[int, tensor], [tensor, int], [int, scalar], [scalar, int]]);
+        }
+        for branches in forms {
             let form = [condition, branches[0], branches[1]];
             let Ok(plan) = resolve_operation_plan("select", &form, None) else {
                 continue;
@@ -408,9 +456,12 @@ fn specialize(
             let mut inputs = Vec::new();
             let plans = invocation.plan().operands();
             for (k, operand) in invocation.call().operands().iter().enumerate() {
-                let operand_scalar = match plans.get(k) {
-                    Some(plan) => scalar_of(plan.convert_to())?,
-                    None => scalar,
+                let (operand_scalar, stored) = match plans.get(k) {
+                    Some(plan) => (
+                        scalar_of(plan.convert_to())?,
+                        scalar_of(plan.dtype().unwrap_or(plan.convert_to()))?,
+                    ),
+                    None => (scalar, scalar),
                 };
                 match (operand.as_tensor(), operand.as_scalar()) {
                     (Some(tensor), _) => {
@@ -430,6 +481,7 @@ fn specialize(
                             access,
                             offset: tensor.offset() != 0,
                             scalar: operand_scalar,
+                            stored,
                         });
                     }
                     (None, Some(value)) => {
@@ -666,17 +718,18 @@ fn beyond_loop_bound(name: &str, extent: usize) -> Option<String> {
 }
 
 /// The part of a specialization key an elementwise input contributes: its access (and
-/// `+o` when its offset is added), or `scalar`, with `:<type>` when it holds other values
-/// than the computation (a `select` condition).
+/// `+o` when its offset is added), or its `Params` field, with `:<type>` when it holds other
+/// values than the computation (a `select` condition, an Int32 tensor converted to Float32).
 fn input_key(input: &Input, computing: Scalar) -> String {
     let (head, scalar) = match input {
         Input::Tensor {
             access,
             offset,
-            scalar,
+            stored,
+            ..
         } => (
             format!("{}{}", access.key(), if *offset { "+o" } else { "" }),
-            *scalar,
+            *stored,
         ),
         Input::Scalar { field, scalar } => (field.to_string(), *scalar),
     };

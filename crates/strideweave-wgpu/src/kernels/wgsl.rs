@@ -168,6 +168,25 @@ fn wide_fits(acc: vec3<u32>) -> bool {
 }
 ";
 
+/// The exact conversion of an Int32 to the nearest binary32, ties to even (Rust's `as f32`,
+/// what the CPU computes): WGSL leaves the rounding of an integer beyond 2^24 to the
+/// implementation, so the magnitude is rounded in integer arithmetic to 24 significant bits
+/// and scaled by a power of two, which is exact.
+const I32_TO_F32: &str = "fn i32_to_f32(x: i32) -> f32 {
+    let u = select(bitcast<u32>(x), 0u - bitcast<u32>(x), x < 0);
+    var r = f32(u);
+    if (u >= 16777216u) {
+        let shift = 8u - countLeadingZeros(u);
+        let kept = u >> shift;
+        let rest = u & ((1u << shift) - 1u);
+        let half = 1u << (shift - 1u);
+        let up = rest > half || (rest == half && (kept & 1u) == 1u);
+        r = ldexp(f32(kept + select(0u, 1u, up)), i32(shift));
+    }
+    return select(r, -r, x < 0);
+}
+";
+
 /// The declaration of the overflow word of a checked shader: one `atomic<u32>` after the
 /// parameter block.
 fn overflow_declaration(windows: &Windows) -> String {
@@ -349,8 +368,10 @@ pub(crate) enum Input {
         access: Access,
         /// Whether the operand's offset is added (it is not 0).
         offset: bool,
-        /// What its slots hold (a `select` condition's are Bool words).
+        /// What the computation reads it as (a `select` condition's are Bool words).
         scalar: Scalar,
+        /// What its slots hold: `scalar`, or Int32 converted to Float32 on load.
+        stored: Scalar,
     },
     /// A weak scalar, as the bits of `scalar` in `params.<field>`.
     Scalar {
@@ -376,27 +397,37 @@ pub(crate) fn elementwise(
     let tensors: Vec<&str> = inputs
         .iter()
         .filter_map(|input| match input {
-            Input::Tensor { scalar, .. } => Some(scalar.wgsl()),
+            Input::Tensor { stored, .. } => Some(stored.wgsl()),
             Input::Scalar { .. } => None,
         })
         .collect();
     let mut s = typed_header(windows, |k| tensors[k], output.wgsl());
     let mut binding = 0;
     let mut loads = String::new();
+    let mut converted = false;
     for (k, input) in inputs.iter().enumerate() {
         let name = ["a", "b", "c"][k];
         match input {
-            Input::Tensor { access, offset, .. } => {
+            Input::Tensor {
+                access,
+                offset,
+                scalar,
+                stored,
+            } => {
                 s.push_str(&access.function(&format!("at{binding}")));
                 let base = if *offset {
                     format!("params.off{binding} + ")
                 } else {
                     String::new()
                 };
-                let _ = writeln!(
-                    loads,
-                    "    let {name} = load{binding}({base}at{binding}(i));"
-                );
+                let load = format!("load{binding}({base}at{binding}(i))");
+                let value = if stored == scalar {
+                    load
+                } else {
+                    converted = true;
+                    format!("i32_to_f32({load})")
+                };
+                let _ = writeln!(loads, "    let {name} = {value};");
                 binding += 1;
             }
             Input::Scalar { field, scalar } => {
@@ -410,6 +441,9 @@ pub(crate) fn elementwise(
     }
     if overflow.is_some() {
         s.push_str(&overflow_declaration(windows));
+    }
+    if converted {
+        s.push_str(I32_TO_F32);
     }
     s.push_str(&result.function("at_result"));
     s.push_str(ENTRY);
