@@ -48,8 +48,12 @@ def test_immutable_carriers_refuse_writes() -> None:
 def test_generic_carrier_normalizes_values() -> None:
     carrier = sw.Generic([1, 2], dtype=sw.DType.Int32)
     assert carrier.get(1) == 2 and type(carrier.get(1)) is int
-    with pytest.raises(TypeError, match="values must be an iterable of scalars, got int"):
+    with pytest.raises(TypeError, match="^Generic values must be an iterable of bool, int or float, got int$"):
         sw.Generic(5, dtype=sw.DType.Float32)
+    with pytest.raises(TypeError, match=r"^Generic values\[1\] must be a bool, int or float, got str$"):
+        sw.Generic([1.0, "2"], dtype=sw.DType.Float32)
+    with pytest.raises(TypeError, match=r"^CPU\.from_values values\[0\] must be a bool, int or float, got NoneType$"):
+        sw.CPU.from_values([None])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="dtype"):
         sw.Generic([1.0])  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="value must be a bool, int or float, got str"):

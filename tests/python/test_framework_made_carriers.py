@@ -199,7 +199,7 @@ def test_factory_arguments_are_checked() -> None:
         prototype.new_like([1.0], mutable=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="^new_like dtype must be a DType, got str$"):
         prototype.new_like([1.0], dtype="f32")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="^values must be an iterable of scalars, got int$"):
+    with pytest.raises(TypeError, match="^new_like values must be an iterable of bool, int or float, got int$"):
         prototype.new_like(3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="^allocate_like size must be a non-negative int, got -1$"):
         prototype.allocate_like(-1)

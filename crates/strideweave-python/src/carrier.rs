@@ -232,15 +232,18 @@ fn dtype_arg(dtype: &Bound<'_, PyAny>, what: &str) -> PyResult<DType> {
     })
 }
 
-fn values_arg(values: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
+/// The values of an iterable of `bool`, `int` and `float`, consumed once; `what` names the
+/// argument in the error, with the position of a refused value.
+fn values_arg(values: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<Value>> {
     let iterator = values.try_iter().map_err(|_| {
         PyTypeError::new_err(format!(
-            "values must be an iterable of scalars, got {}",
+            "{what} must be an iterable of bool, int or float, got {}",
             type_name(values)
         ))
     })?;
     iterator
-        .map(|item| to_value(&item?, "each value"))
+        .enumerate()
+        .map(|(k, item)| to_value(&item?, &format!("{what}[{k}]")))
         .collect()
 }
 
@@ -519,7 +522,7 @@ impl PyCarrier {
         dtype: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let carrier = self.carrier()?;
-        let values = values_arg(values)?;
+        let values = values_arg(values, "new_like values")?;
         let mutable = bool_arg(mutable, true, "new_like mutable")?;
         let dtype = optional_dtype(dtype, "new_like dtype")?;
         let made = py
@@ -617,7 +620,7 @@ impl PyCpu {
             None => DType::FLOAT32,
             Some(dtype) => dtype_arg(dtype, "CPU dtype")?,
         };
-        let values = values_arg(values)?;
+        let values = values_arg(values, "CPU.from_values values")?;
         let carrier = Cpu::from_values(&values, dtype, mutable).py()?;
         registered::<PyCpu>(py, carrier)
     }
@@ -644,7 +647,7 @@ impl PyGeneric {
         dtype: &Bound<'_, PyAny>,
     ) -> PyResult<PyClassInitializer<Self>> {
         let dtype = dtype_arg(dtype, "Generic dtype")?;
-        let values = values_arg(values)?;
+        let values = values_arg(values, "Generic values")?;
         Ok(construct::<PyGeneric>(
             Generic::carrier(&values, dtype, mutable).py()?,
         ))
