@@ -4,8 +4,6 @@
 //! carriers), the first accepting kernel pattern of a kernel-backed definition or the composite
 //! provider of a dependent definition, and validate its results before publishing them.
 
-use std::sync::Arc;
-
 use crate::carrier::{Carrier, CarrierClass};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
 use crate::operation::definition::{operation_definition, OperationDefinition};
@@ -36,6 +34,9 @@ pub fn call(
     Ok(definition.call_list(operands, options)?.into_vec())
 }
 
+/// The outputs of one provider submission, inline for the usual single result.
+pub(crate) type ProviderOutputs = smallvec::SmallVec<[Tensor; 1]>;
+
 /// The published results of one call: the single result of a built-in kernel without a
 /// vector around it, or what a provider or dispatched operation returned.
 pub(crate) enum Outputs {
@@ -43,8 +44,8 @@ pub(crate) enum Outputs {
     One([Tensor; 1]),
     /// Any number of results.
     Many(Vec<Tensor>),
-    /// The results a provider published, shared with its `ProviderResult`.
-    Shared(Arc<[Tensor]>),
+    /// The results a provider published, moved out of its `ProviderResult`.
+    Provided(ProviderOutputs),
 }
 
 impl Outputs {
@@ -53,7 +54,7 @@ impl Outputs {
         match self {
             Outputs::One(one) => one,
             Outputs::Many(many) => many,
-            Outputs::Shared(shared) => shared,
+            Outputs::Provided(provided) => provided,
         }
     }
 
@@ -62,7 +63,7 @@ impl Outputs {
         match self {
             Outputs::One([one]) => vec![one],
             Outputs::Many(many) => many,
-            Outputs::Shared(shared) => shared.to_vec(),
+            Outputs::Provided(provided) => provided.into_vec(),
         }
     }
 
@@ -71,7 +72,9 @@ impl Outputs {
         match self {
             Outputs::One([one]) => Ok(one),
             Outputs::Many(mut many) if many.len() == 1 => Ok(many.remove(0)),
-            Outputs::Shared(shared) if shared.len() == 1 => Ok(shared[0].clone()),
+            Outputs::Provided(mut provided) if provided.len() == 1 => provided
+                .pop()
+                .ok_or_else(|| Error::Value(format!("'{name}' returned no result"))),
             other => Err(Error::Value(format!(
                 "'{name}' returned {} results where one was expected",
                 other.as_slice().len()
@@ -175,9 +178,9 @@ impl OperationDefinition {
         let outputs = match carrier.authority() {
             Authority::Composite(composite) => {
                 let (outputs, classes) = composite.execute(carrier, invocation)?;
-                return Ok((Outputs::Shared(outputs), Some(classes)));
+                return Ok((Outputs::Provided(outputs), Some(classes)));
             }
-            Authority::Kernels(kernels) => Outputs::Shared(kernels.execute(invocation)?),
+            Authority::Kernels(kernels) => Outputs::Provided(kernels.execute(invocation)?),
             Authority::Hook { builtin } => match (self.builtin(), builtin) {
                 (Some(operation), Some(kernel)) => Outputs::One([kernel(operation, invocation)?]),
                 _ => Outputs::Many(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::carrier::{Carrier, CarrierClass};
 use crate::carriers::extension::{PreparedComposite, Unsupported};
 use crate::error::{guard, Error, Result, UnsupportedOperationPlan};
+use crate::operation::dispatch::ProviderOutputs;
 use crate::operation::{OperationCapability, ResolvedInvocation};
 use crate::tensor::Tensor;
 
@@ -163,7 +164,7 @@ impl CompositeProvider {
         &self,
         carrier: &Carrier,
         invocation: &ResolvedInvocation,
-    ) -> Result<(Arc<[Tensor]>, Vec<CarrierClass>)> {
+    ) -> Result<(ProviderOutputs, Vec<CarrierClass>)> {
         let name = invocation.call().definition().name();
         let classes = guarded(carrier, "result_carriers", || {
             (self.inner.result_carriers)(carrier, invocation)

@@ -3,7 +3,7 @@
 //! class freezes on its first observation.
 
 use std::fmt;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, PoisonError};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -13,10 +13,10 @@ use crate::carriers::extension::{
     carrier_definition, InterfaceHandle, PreparedKernel, Unsupported,
 };
 use crate::error::{guard, Error, Result, UnsupportedOperationPlan};
+use crate::operation::dispatch::ProviderOutputs;
 use crate::operation::{
     OperationCapability, OperationDefinition, OperationPlan, ResolvedInvocation,
 };
-use crate::tensor::Tensor;
 
 /// What a pattern's preparation returns: prepared work, or a rejection that lets the next
 /// candidate prepare.
@@ -320,8 +320,14 @@ pub(crate) struct ExecutionSet {
     interface: InterfaceHandle,
     patterns: Vec<KernelPattern>,
     capabilities: Arc<[OperationCapability]>,
-    candidates: FxHashMap<OperationPlan, Vec<usize>>,
+    candidates: FxHashMap<OperationPlan, Arc<[usize]>>,
+    /// The candidate orders of the plans invocations brought last, by the plans' own
+    /// addresses (see [`ExecutionSet::order`]).
+    recent: [OnceLock<(OperationPlan, Arc<[usize]>)>; RECENT_PLANS],
 }
+
+/// How many invocation plans an execution set remembers by address.
+const RECENT_PLANS: usize = 8;
 
 impl ExecutionSet {
     fn build(class: CarrierClass, provider: &KernelProvider, mut packs: Vec<KernelPack>) -> Self {
@@ -343,10 +349,14 @@ impl ExecutionSet {
                 entry.push(i);
             }
         }
-        for order in candidates.values_mut() {
-            // Stable: equal preferences keep the base order.
-            order.sort_by_key(|&i| std::cmp::Reverse(patterns[i].preference()));
-        }
+        let candidates = candidates
+            .into_iter()
+            .map(|(plan, mut order)| {
+                // Stable: equal preferences keep the base order.
+                order.sort_by_key(|&i| std::cmp::Reverse(patterns[i].preference()));
+                (plan, order.into())
+            })
+            .collect();
         capabilities.sort_by(OperationCapability::cmp_order);
         ExecutionSet {
             class,
@@ -354,7 +364,31 @@ impl ExecutionSet {
             patterns,
             capabilities: capabilities.into(),
             candidates,
+            recent: std::array::from_fn(|_| OnceLock::new()),
         }
+    }
+
+    /// The candidate order of `plan`. A built-in's resolver hands out one shared plan per
+    /// operand key for the life of the process, so the order is first looked for by the
+    /// plan's address among the few plans remembered (each kept alive by its entry, so an
+    /// address is never reused), and hashed only when it is not there. The slots fill in
+    /// order and are never emptied: a look-up reads them without a lock.
+    fn order(&self, plan: &OperationPlan) -> &[usize] {
+        for slot in &self.recent {
+            match slot.get() {
+                Some((known, order)) if known.same_as(plan) => return order,
+                Some(_) => {}
+                None => {
+                    let Some(order) = self.candidates.get(plan) else {
+                        return &[];
+                    };
+                    let (known, kept) = slot.get_or_init(|| (plan.clone(), Arc::clone(order)));
+                    // Another thread may have filled the slot first, with another plan.
+                    return if known.same_as(plan) { kept } else { order };
+                }
+            }
+        }
+        self.candidates.get(plan).map_or(&[], |order| order)
     }
 
     /// The capabilities: the duplicate-free union of every pattern's plans, sorted.
@@ -365,13 +399,9 @@ impl ExecutionSet {
     /// Prepares the matching candidates in order until one returns prepared work, submits
     /// it once and waits for its outputs. `UnsupportedOperationPlan` with the ordered
     /// reasons when every candidate declines; any other preparation error is terminal.
-    pub(crate) fn execute(&self, invocation: &ResolvedInvocation) -> Result<Arc<[Tensor]>> {
+    pub(crate) fn execute(&self, invocation: &ResolvedInvocation) -> Result<ProviderOutputs> {
         let definition = invocation.call().definition();
-        let order = self
-            .candidates
-            .get(invocation.plan())
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
+        let order = self.order(invocation.plan());
         let mut reasons = Vec::new();
         for pattern in order.iter().map(|&i| &self.patterns[i]) {
             if !pattern.operation().same_as(definition) {

@@ -1,21 +1,22 @@
 //! `ProviderResult`: the output tensors of one completed kernel or composite submission.
 
 use std::fmt;
-use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::operation::dispatch::ProviderOutputs;
 use crate::tensor::Tensor;
 
 /// The outputs a kernel or composite submission hands back to the framework.
 ///
 /// Seed rule: "ProviderResult(outputs) SHALL materialize a non-empty finite iterable of Tensor
 /// values once, expose outputs: tuple[Tensor, ...], and remain immutable". The iterable is
-/// collected once into an `Arc<[Tensor]>` and exposed as a slice; "a non-Tensor entry SHALL
-/// fail with TypeError" is enforced by the type system (the items are `Tensor`), and an empty
-/// iterable is a Value error. Cloning is cheap and shares the same outputs.
+/// collected once (a single output inline, with no allocation of its own) and exposed as a
+/// slice; "a non-Tensor entry SHALL fail with TypeError" is enforced by the type system (the
+/// items are `Tensor`), and an empty iterable is a Value error. Cloning is cheap: it shares the
+/// same output tensors.
 #[derive(Clone)]
 pub struct ProviderResult {
-    outputs: Arc<[Tensor]>,
+    outputs: ProviderOutputs,
 }
 
 impl ProviderResult {
@@ -24,7 +25,7 @@ impl ProviderResult {
     /// Seed rule: "an empty iterable SHALL fail with ValueError" — here a Value error naming
     /// `ProviderResult`.
     pub fn new(outputs: impl IntoIterator<Item = Tensor>) -> Result<ProviderResult> {
-        let outputs: Arc<[Tensor]> = outputs.into_iter().collect();
+        let outputs: ProviderOutputs = outputs.into_iter().collect();
         if outputs.is_empty() {
             return Err(Error::Value(
                 "ProviderResult outputs must be a non-empty sequence of Tensors".to_string(),
@@ -38,9 +39,8 @@ impl ProviderResult {
         &self.outputs
     }
 
-    /// The outputs, shared with this result rather than copied: what the dispatcher
-    /// validates and publishes.
-    pub(crate) fn into_outputs(self) -> Arc<[Tensor]> {
+    /// The outputs, moved out of this result: what the dispatcher validates and publishes.
+    pub(crate) fn into_outputs(self) -> ProviderOutputs {
         self.outputs
     }
 }
