@@ -57,9 +57,29 @@ pub fn copy_to(tensor: &Tensor, destination: &Carrier) -> Result<Tensor> {
 }
 
 /// [`copy_to`] into a scratch `destination` whose previous contents nobody reads again (a
-/// staging buffer): a failed copy may leave part of the new contents there, and saving the
-/// old contents first is skipped. Nothing is published on failure, as for any copy.
-pub(crate) fn copy_to_scratch(tensor: &Tensor, destination: &Carrier) -> Result<Tensor> {
+/// staging buffer reused from call to call): saving the old contents first, so that a
+/// failure can restore them, is skipped — a failed copy may leave part of the new contents
+/// in `destination`. Everything else is `copy_to`'s: the route, the checks, the claims, the
+/// source left live and unchanged, the destination's version moving by 1, and nothing
+/// published on failure. The saving costs a copy of the destination's span (and an
+/// allocation of that size) per call, so repeated bulk copies into one buffer use this.
+///
+/// ```
+/// use strideweave::carriers::{Cpu, FileBacked};
+/// use strideweave::movement::{copy_to_scratch, move_to};
+/// use strideweave::{DType, Shape, Tensor, Value};
+/// let cpu = Cpu::from_f32(&[1.0, 2.0, 3.0], true)?;
+/// let on_disk = move_to(&Tensor::compact(cpu, Shape::new(3)?)?, &FileBacked::carrier(None, DType::FLOAT32, true)?)?;
+/// let buffer = Cpu::from_f32(&[0.0; 3], true)?;
+/// for _ in 0..2 {
+///     let copied = copy_to_scratch(&on_disk, &buffer)?;
+///     assert_eq!(copied.to_values()?, [Value::Float(1.0), Value::Float(2.0), Value::Float(3.0)]);
+/// }
+/// assert_eq!(buffer.version(), 2);
+/// assert!(!on_disk.carrier().is_released());
+/// # Ok::<(), strideweave::Error>(())
+/// ```
+pub fn copy_to_scratch(tensor: &Tensor, destination: &Carrier) -> Result<Tensor> {
     start_keeping(tensor, destination, Kind::Copy, false)?.wait()
 }
 
