@@ -734,6 +734,72 @@ fn a_tensor_larger_than_its_primary_tier_streams_through_it() {
 }
 
 #[test]
+fn a_large_secondary_tile_of_a_float32_sum_is_staged_in_cache_sized_pieces() {
+    // Four tiles of 512 × 256 (131 072 slots) on a full Faulty secondary: a Float32 `reduce_sum`
+    // stages each in two pieces of 128 columns (65 536 slots each), sums every piece as it
+    // lands and reports one item per tile; a Float64 accumulation stages whole tiles.
+    let (rows, columns) = (512, 1024);
+    let values = wavy(rows * columns, 61);
+    let reference = dense(&values, &[rows, columns]);
+    for depth_capacity in [1, 3] {
+        let faults = Faults::sticky();
+        let policy = Arc::new(Capacity::new(depth_capacity));
+        let carrier = TiledEvictable::carrier(
+            &empty_cpu(),
+            &Faulty::carrier(&faults, &widen(&values)),
+            &[1, 4],
+            &[rows, 256],
+            Some(policy.clone()),
+        )
+        .unwrap();
+        let x = whole(&carrier);
+        let result = ops::reduce_sum(&x).unwrap();
+        assert_close(
+            &numbers(&result),
+            &numbers(&ops::reduce_sum(&reference).unwrap()),
+        );
+        let reports = policy.reports.lock().unwrap().clone();
+        assert_eq!(reports.len(), 4, "one report per tile, not per piece");
+        let last = reports.last().unwrap();
+        assert_eq!((last.completed(), last.total()), (4, 4));
+        assert_eq!(
+            (
+                last.staged_tiles(),
+                last.staged_copies(),
+                last.staged_slots()
+            ),
+            (4, 8, rows * columns),
+            "capacity {depth_capacity}: two copies of half a tile each"
+        );
+        assert!(last.staged_peak() <= depth_capacity);
+        policy.reports.lock().unwrap().clear();
+        let wide = ops::reduce_sum_with(&x, DType::FLOAT64).unwrap();
+        assert_close(
+            &numbers(&wide),
+            &numbers(&ops::reduce_sum_with(&reference, DType::FLOAT64).unwrap()),
+        );
+        let last = policy.reports.lock().unwrap().last().unwrap().clone();
+        assert_eq!((last.staged_tiles(), last.staged_copies()), (4, 4));
+        // A read failing in the second piece of the first tile publishes nothing; the retry
+        // sums everything.
+        Faults::arm(&faults.reads, 65_536 + 10);
+        expect_err(
+            ops::reduce_sum(&x),
+            ErrorKind::Runtime,
+            "injected read failure",
+        );
+        assert_eq!(carrier.version(), 0);
+        assert_eq!(TiledEvictable::secondary_tiles(&carrier).unwrap().len(), 4);
+        assert!(TiledEvictable::primary_tiles(&carrier).unwrap().is_empty());
+        Faults::arm(&faults.reads, -1);
+        assert_close(
+            &numbers(&ops::reduce_sum(&x).unwrap()),
+            &numbers(&ops::reduce_sum(&reference).unwrap()),
+        );
+    }
+}
+
+#[test]
 fn a_tensor_within_the_capacity_is_copied_whole_in_one_call() {
     // All eight tiles fit (capacity 8, or no capacity): the seed tier is copied once, in
     // bulk, and the operation runs as one call; the tiles still stay on the secondary tier.

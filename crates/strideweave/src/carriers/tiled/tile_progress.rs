@@ -24,6 +24,7 @@ pub struct TileProgress {
     prefetch_depth: usize,
     staged_peak: usize,
     allocated_buffers: usize,
+    staged_copies: usize,
 }
 
 impl TileProgress {
@@ -43,7 +44,22 @@ impl TileProgress {
             prefetch_depth,
             staged_peak,
             allocated_buffers: 0,
+            staged_copies: staged_tiles,
         }
+    }
+
+    /// The record, saying that the staged tiles took `copies` copies so far.
+    pub(crate) fn with_copies(mut self, copies: usize) -> TileProgress {
+        self.staged_copies = copies;
+        self
+    }
+
+    /// How many copies onto the primary tier's class staged those tiles so far: one per
+    /// staged tile, except that a Float32 `reduce_sum` stages a large tile of the secondary
+    /// tier in pieces of its columns (each at most 65 536 slots, so a piece is still in the
+    /// cache when it is summed), one copy per piece.
+    pub fn staged_copies(&self) -> usize {
+        self.staged_copies
     }
 
     /// The record, saying that `allocated` staging buffers were allocated so far.

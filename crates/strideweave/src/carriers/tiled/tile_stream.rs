@@ -18,6 +18,20 @@ use crate::tensor::Tensor;
 /// One tile an item needs: `(operand index, tile index)`.
 pub(crate) type Fetch = (usize, usize);
 
+/// Staged pieces of a tile stay below this many slots (1 MiB of Float32, half the per-core
+/// L2 cache of the machines measured), so a piece copied onto the primary tier is still in
+/// the cache when it is computed, and each piece's kernel runs on the computing thread (it is
+/// below the CPU kernels' threading threshold of 100 000 elements).
+pub(crate) const PIECE_SLOTS: usize = 1 << 16;
+
+/// One step of a stream: piece `piece` of `count` of item `item`.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    item: usize,
+    piece: usize,
+    count: usize,
+}
+
 /// The tiles of one work item, fetched and readable on the primary tier's class, in the
 /// order the item listed them; `staged` are the copy destinations staged for it (handed back
 /// for reuse once the item is done), `transient` the zero and gathered tiles made for it
@@ -52,6 +66,11 @@ pub(crate) struct StreamCounters {
     pub(crate) staged_peak: usize,
     /// The staging carriers allocated so far (not taken from the pool).
     pub(crate) allocated: usize,
+    /// The copies that staged those tiles (one per piece of a tile fetched in pieces).
+    pub(crate) staged_copies: usize,
+    /// Whether the call this record comes with computed the last piece of its item (always,
+    /// for items computed whole).
+    pub(crate) item_done: bool,
 }
 
 /// How many staged tile carriers of one stream are alive, and the most at once.
@@ -107,6 +126,9 @@ pub(crate) struct TileStream<'a> {
     operands: &'a [TiledOperand],
     depth: usize,
     occupancy: Occupancy,
+    /// How many pieces each item is staged and computed in (see
+    /// [`with_pieces`](Self::with_pieces)); an item not listed is computed whole.
+    pieces: Vec<usize>,
 }
 
 impl<'a> TileStream<'a> {
@@ -115,7 +137,32 @@ impl<'a> TileStream<'a> {
             operands,
             depth: depth.max(1),
             occupancy: Occupancy::default(),
+            pieces: Vec::new(),
         }
+    }
+
+    /// Splits item `n` into `pieces[n]` steps: step `q` of `p` fetches, of every tile the
+    /// item lists, only the columns `[q·w, (q+1)·w)` of its mode 1 (`w` = the tile's mode-1
+    /// extent / `p`, which `p` divides), and the computation is called once per step with
+    /// the item's index. Only for work whose result combines partial results over mode 1
+    /// (a sum over mode 1) and for two-mode operands of canonical layout.
+    pub(crate) fn with_pieces(mut self, pieces: Vec<usize>) -> Self {
+        self.pieces = pieces;
+        self
+    }
+
+    /// The steps of `count` items, in order.
+    fn steps(&self, count: usize) -> Vec<Step> {
+        (0..count)
+            .flat_map(|item| {
+                let pieces = self.pieces.get(item).copied().unwrap_or(1).max(1);
+                (0..pieces).map(move |piece| Step {
+                    item,
+                    piece,
+                    count: pieces,
+                })
+            })
+            .collect()
     }
 
     /// Counts a carrier the computation of an item holds on the primary tier's class (its
@@ -134,23 +181,22 @@ impl<'a> TileStream<'a> {
         self.occupancy.peak()
     }
 
-    /// Fetches every item of `items` in order and calls `compute(index, fetched tiles)` on
-    /// this thread for each, staging ahead on a worker thread when the depth allows.
+    /// Fetches every item of `items` in order (piece by piece when
+    /// [`with_pieces`](Self::with_pieces) split it) and calls `compute(index, fetched tiles)`
+    /// on this thread for each, staging ahead on a worker thread when the depth allows.
     pub(crate) fn run(
         &self,
         items: &[Vec<Fetch>],
         mut compute: impl FnMut(usize, &[Tensor], StreamCounters) -> Result<()>,
     ) -> Result<()> {
         let mut counters = StreamCounters::default();
-        if self.depth == 1 || items.len() < 2 {
+        let steps = self.steps(items.len());
+        if self.depth == 1 || steps.len() < 2 {
             let mut pool = self.take_pooled();
-            let outcome = items.iter().enumerate().try_for_each(|(index, item)| {
-                let fetched = self.fetch(item, &mut pool)?;
-                counters.staged_tiles += fetched.staged_tiles();
-                counters.staged_slots += fetched.slots;
-                counters.staged_peak = self.occupancy.peak();
-                counters.allocated = self.occupancy.allocations();
-                let done = compute(index, &fetched.tiles, counters);
+            let outcome = steps.iter().try_for_each(|&step| {
+                let fetched = self.fetch(&items[step.item], step, &mut pool)?;
+                self.count(&mut counters, &fetched, step);
+                let done = compute(step.item, &fetched.tiles, counters);
                 pool.extend(self.finish(fetched));
                 done
             });
@@ -165,9 +211,9 @@ impl<'a> TileStream<'a> {
             let pooled = self.take_pooled();
             let worker = scope.spawn(move || {
                 let _working = WorkingFor::new(pins);
-                self.stage_ahead(items, ready_tx, back_rx, pooled)
+                self.stage_ahead(items, &self.steps(items.len()), ready_tx, back_rx, pooled)
             });
-            let outcome = self.consume(items.len(), &ready_rx, &back_tx, &mut counters, compute);
+            let outcome = self.consume(&steps, &ready_rx, &back_tx, &mut counters, compute);
             // Release what is still queued; dropping the queue stops a worker still staging
             // (its next send fails).
             for fetched in ready_rx.try_iter().flatten() {
@@ -185,23 +231,33 @@ impl<'a> TileStream<'a> {
         })
     }
 
+    /// Adds what `fetched` (step `step`) staged to `counters`; a tile counts once, with its
+    /// first piece.
+    fn count(&self, counters: &mut StreamCounters, fetched: &Fetched, step: Step) {
+        if step.piece == 0 {
+            counters.staged_tiles += fetched.staged_tiles();
+        }
+        counters.staged_copies += fetched.staged_tiles();
+        counters.staged_slots += fetched.slots;
+        counters.staged_peak = self.occupancy.peak();
+        counters.allocated = self.occupancy.allocations();
+        counters.item_done = step.piece + 1 == step.count;
+    }
+
     fn consume(
         &self,
-        count: usize,
+        steps: &[Step],
         ready: &Receiver<Result<Fetched>>,
         back: &Sender<Carrier>,
         counters: &mut StreamCounters,
         mut compute: impl FnMut(usize, &[Tensor], StreamCounters) -> Result<()>,
     ) -> Result<()> {
-        for index in 0..count {
+        for &step in steps {
             let fetched = ready.recv().map_err(|_| {
                 Error::Runtime("the tile staging worker of a tiled operation stopped".into())
             })??;
-            counters.staged_tiles += fetched.staged_tiles();
-            counters.staged_slots += fetched.slots;
-            counters.staged_peak = self.occupancy.peak();
-            counters.allocated = self.occupancy.allocations();
-            let done = compute(index, &fetched.tiles, *counters);
+            self.count(counters, &fetched, step);
+            let done = compute(step.item, &fetched.tiles, *counters);
             for carrier in self.finish(fetched) {
                 if let Err(returned) = back.send(carrier) {
                     self.release_all(vec![returned.0]);
@@ -212,19 +268,20 @@ impl<'a> TileStream<'a> {
         Ok(())
     }
 
-    /// The worker: stages every item in order, reusing the carriers the consumer hands
+    /// The worker: stages every step in order, reusing the carriers the consumer hands
     /// back; returns its pool.
     fn stage_ahead(
         &self,
         items: &[Vec<Fetch>],
+        steps: &[Step],
         ready: SyncSender<Result<Fetched>>,
         back: Receiver<Carrier>,
         mut pool: Vec<Carrier>,
     ) -> Vec<Carrier> {
         let _grad = no_grad();
-        for item in items {
+        for &step in steps {
             pool.extend(back.try_iter());
-            let fetched = self.fetch(item, &mut pool);
+            let fetched = self.fetch(&items[step.item], step, &mut pool);
             let failed = fetched.is_err();
             if let Err(unsent) = ready.send(fetched) {
                 if let Ok(fetched) = unsent.0 {
@@ -241,9 +298,9 @@ impl<'a> TileStream<'a> {
         pool
     }
 
-    /// Fetches one item's tiles; on failure its staged carriers go back to the pool (released
-    /// with it at the end).
-    fn fetch(&self, item: &[Fetch], pool: &mut Vec<Carrier>) -> Result<Fetched> {
+    /// Fetches one step's tiles (of `item`); on failure its staged carriers go back to the
+    /// pool (released with it at the end).
+    fn fetch(&self, item: &[Fetch], step: Step, pool: &mut Vec<Carrier>) -> Result<Fetched> {
         let mut fetched = Fetched {
             tiles: Vec::with_capacity(item.len()),
             staged: Vec::new(),
@@ -251,7 +308,7 @@ impl<'a> TileStream<'a> {
             slots: 0,
         };
         for &(operand, tile) in item {
-            match self.fetch_tile(&self.operands[operand], tile, pool, &mut fetched) {
+            match self.fetch_tile(&self.operands[operand], tile, step, pool, &mut fetched) {
                 Ok(tensor) => fetched.tiles.push(tensor),
                 Err(error) => {
                     pool.extend(self.finish(fetched));
@@ -266,13 +323,25 @@ impl<'a> TileStream<'a> {
         &self,
         operand: &TiledOperand,
         tile: usize,
+        step: Step,
         pool: &mut Vec<Carrier>,
         fetched: &mut Fetched,
     ) -> Result<Tensor> {
         let primary = operand.tier(Tier::Primary);
         let shape = operand.tile_shape();
         let compact = || flat(shape, &column_major_strides(shape));
-        match operand.source(tile)? {
+        let source = match operand.source(tile)? {
+            source if step.count == 1 => source,
+            TileSource::Resident(view) => TileSource::Resident(piece(&view, step)?),
+            TileSource::Secondary(view) => TileSource::Secondary(piece(&view, step)?),
+            TileSource::Zero | TileSource::Gathered => {
+                return Err(Error::Runtime(format!(
+                    "tile {tile} of a tiled operation cannot be fetched in pieces: it is not \
+                     a stored tile of a canonical operand"
+                )))
+            }
+        };
+        match source {
             TileSource::Resident(view) => Ok(view),
             TileSource::Secondary(view) => {
                 let span = view.layout().cosize();
@@ -313,6 +382,43 @@ impl<'a> TileStream<'a> {
             }
         }
     }
+}
+
+/// Columns `[q·w, (q+1)·w)` of mode 1 of the two-mode tile view `view`, for step `q` of `p`
+/// (`w` = its mode-1 extent / `p`).
+fn piece(view: &Tensor, step: Step) -> Result<Tensor> {
+    let leaves: Vec<(usize, usize)> = view.layout().leaf_pairs().collect();
+    let [(rows, row_stride), (columns, column_stride)] = leaves[..] else {
+        return Err(Error::Runtime(format!(
+            "a tile fetched in pieces needs two flat modes, got layout {}",
+            view.layout()
+        )));
+    };
+    let width = columns / step.count;
+    if width * step.count != columns {
+        return Err(Error::Runtime(format!(
+            "{} pieces do not divide a tile's {columns} columns",
+            step.count
+        )));
+    }
+    Tensor::new(
+        view.carrier().clone(),
+        view.offset() + step.piece * width * column_stride,
+        flat(&[rows, width], &[row_stride, column_stride])?,
+    )
+}
+
+/// The pieces a tile of `shape` (two modes) with mode-1 stride `stride` is fetched in by a
+/// sum over mode 1: the fewest that divide its columns and keep each piece's span within
+/// [`PIECE_SLOTS`] (one column a piece when even a column is larger).
+pub(crate) fn pieces_for(shape: &[usize], stride: usize) -> usize {
+    let [rows, columns] = shape[..] else {
+        return 1;
+    };
+    (1..=columns)
+        .filter(|count| columns % count == 0)
+        .find(|count| (columns / count - 1) * stride + rows <= PIECE_SLOTS)
+        .unwrap_or(columns)
 }
 
 /// Whether the pooled `carrier` can receive a staged copy of `span` slots for `primary`.

@@ -12,11 +12,14 @@ use crate::carriers::extension::{
     Unsupported,
 };
 use crate::carriers::tiled::tile_copy::Tier;
-use crate::carriers::tiled::tile_stream::{Fetch, StreamCounters, TileStream};
+use crate::carriers::tiled::tile_stream::{pieces_for, Fetch, StreamCounters, TileStream};
 use crate::carriers::tiled::tile_table::TileTable;
 use crate::carriers::tiled::tiled_operand::TiledOperand;
 use crate::carriers::tiled::tiled_work::{Work, WorkKind};
-use crate::carriers::tiled::{ResidencyPurpose as Purpose, TileProgress, TileResidency};
+use crate::carriers::tiled::{
+    ResidencyPurpose as Purpose, TileLocation, TileProgress, TileResidency,
+};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::operation::{
     call, Builtin, Operand, OperationCapability, OptionValue, ResolvedInvocation,
@@ -321,11 +324,14 @@ fn execute(
             Arc::clone(spec.shared_layout()),
         );
     }
-    let stream = TileStream::new(operands, depth);
+    let stream = TileStream::new(operands, depth).with_pieces(pieces(invocation, operands, work));
     let mut state = work.start(invocation, primary)?;
     let total = work.items().len();
     stream.run(work.items(), |index, tiles, counters: StreamCounters| {
         state.compute(index, tiles)?;
+        if !counters.item_done {
+            return Ok(());
+        }
         progress(
             &TileProgress::new(
                 name,
@@ -334,10 +340,38 @@ fn execute(
                 depth,
                 counters.staged_peak,
             )
-            .with_allocated(counters.allocated),
+            .with_allocated(counters.allocated)
+            .with_copies(counters.staged_copies),
         )
     })?;
     state.finish()
+}
+
+/// How many pieces each item of `work` is staged and computed in: a Float32-accumulated
+/// `reduce_sum` (whose partial sums over mode 1 are added as they come) stages a secondary
+/// tile of a canonical operand in pieces of columns small enough to stay in the cache between
+/// their copy and their sum ([`pieces_for`]); every other item is computed whole.
+fn pieces(invocation: &ResolvedInvocation, operands: &[TiledOperand], work: &Work) -> Vec<usize> {
+    let [operand] = operands else {
+        return Vec::new();
+    };
+    let summed = work.kind() == WorkKind::Reduce
+        && invocation.plan().accumulator_dtype() == Some(DType::FLOAT32);
+    if !summed || !operand.is_canonical() {
+        return Vec::new();
+    }
+    let stride = operand.logical()[0];
+    work.items()
+        .iter()
+        .map(|item| match item[..] {
+            [(0, tile)]
+                if operand.location(tile) == TileLocation::Secondary && operand.stages(tile) =>
+            {
+                pieces_for(operand.tile_shape(), stride)
+            }
+            _ => 1,
+        })
+        .collect()
 }
 
 /// The carriers staged for whole-tensor operands, each with the table whose pool keeps it.
