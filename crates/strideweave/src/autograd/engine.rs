@@ -173,18 +173,24 @@ pub(crate) fn run(
             Outcome::Captured(results)
         }
         None => {
-            let mut updates = Vec::new();
+            let mut updates: Vec<(Tensor, Tensor)> = Vec::new();
             for (target, grad) in leaves
                 .into_ordered()
                 .into_iter()
                 .chain(retained.into_ordered())
             {
-                let fresh = materialize(&target, &grad)?;
-                let total = match target.grad() {
-                    Some(existing) => materialize(&target, &add_gradients(&existing, &fresh)?)?,
-                    None => fresh,
-                };
-                updates.push((target, total));
+                match accumulated(&target, &grad) {
+                    Ok(total) => updates.push((target, total)),
+                    Err(error) => {
+                        // Nothing is published: the gradients this pass built for `.grad`
+                        // are fresh storage nobody else holds, so they are released now
+                        // rather than left to their drop.
+                        for (_, total) in updates {
+                            let _ = total.carrier().release();
+                        }
+                        return Err(error);
+                    }
+                }
             }
             for (target, total) in updates {
                 target.autograd().lock().grad = Some(total);
@@ -196,6 +202,30 @@ pub(crate) fn run(
         nodes.values().for_each(Node::release);
     }
     Ok(outcome)
+}
+
+/// The new `.grad` of `target` after this pass's gradient `grad`: materialized, and added to
+/// the gradient `target` already has. On failure the storage made for it is released (the
+/// existing `.grad` is untouched).
+fn accumulated(target: &Tensor, grad: &Tensor) -> Result<Tensor> {
+    let fresh = materialize(target, grad)?;
+    let Some(existing) = target.grad() else {
+        return Ok(fresh);
+    };
+    let total = add_gradients(&existing, &fresh).and_then(|sum| {
+        let total = materialize(target, &sum);
+        // The sum is fresh storage of this pass; kept as the total, or released.
+        if !matches!(&total, Ok(kept) if kept.carrier().same_as(sum.carrier())) {
+            let _ = sum.carrier().release();
+        }
+        total
+    });
+    if total.is_err() {
+        // Another target of this pass may share `fresh` (a gradient passed on unchanged),
+        // so it is released only when the pass fails and nothing is published.
+        let _ = fresh.carrier().release();
+    }
+    total
 }
 
 /// Sends a gradient to the tensor object it belongs to: captured if requested, retained on
