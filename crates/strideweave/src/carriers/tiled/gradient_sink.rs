@@ -76,6 +76,8 @@ pub(crate) struct GradientSink {
     /// logical coordinate of a tile is stored (contributions arrive in the tile's logical
     /// order).
     permuted: Option<Tensor>,
+    /// How many complete tiles were placed on the primary tier.
+    placed_primary: usize,
 }
 
 impl GradientSink {
@@ -104,6 +106,7 @@ impl GradientSink {
             remaining,
             homes,
             permuted: (!operand.is_canonical()).then(|| operand.tensor().clone()),
+            placed_primary: 0,
         })
     }
 
@@ -161,7 +164,16 @@ impl GradientSink {
         entry.location = tier.location();
         entry.copy = Some(TileCopy::Own(carrier));
         entry.dirty = true;
+        if tier == Tier::Primary {
+            self.placed_primary += 1;
+        }
         Ok(())
+    }
+
+    /// How many carriers of the primary tier's class the sink holds: its partial gradient
+    /// tiles (on the computing class) and the complete tiles it placed on the primary tier.
+    pub(crate) fn held(&self) -> usize {
+        self.parts.iter().flatten().count() + self.placed_primary
     }
 
     /// The finished gradient, at `offset` with `layout` (those of the tensor it belongs to);

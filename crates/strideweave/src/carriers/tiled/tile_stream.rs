@@ -168,12 +168,26 @@ impl<'a> TileStream<'a> {
     /// Counts a carrier the computation of an item holds on the primary tier's class (its
     /// result tile) as live beside the staged carriers, until [`drop_output`](Self::drop_output).
     pub(crate) fn hold_output(&self) {
-        self.occupancy.made();
+        self.hold(1);
     }
 
     /// The carrier counted by [`hold_output`](Self::hold_output) is gone.
     pub(crate) fn drop_output(&self) {
-        self.occupancy.released(1);
+        self.let_go(1);
+    }
+
+    /// Counts `count` carriers the computation holds on the primary tier's class (a
+    /// backward's per-tile outputs, cotangent blocks, gradient tiles) as live beside the
+    /// staged carriers, until [`let_go`](Self::let_go).
+    pub(crate) fn hold(&self, count: usize) {
+        for _ in 0..count {
+            self.occupancy.made();
+        }
+    }
+
+    /// `count` carriers counted by [`hold`](Self::hold) are gone.
+    pub(crate) fn let_go(&self, count: usize) {
+        self.occupancy.released(count);
     }
 
     /// The most carriers of the primary tier's class this stream had alive at once so far.
@@ -191,8 +205,18 @@ impl<'a> TileStream<'a> {
     ) -> Result<()> {
         let mut counters = StreamCounters::default();
         let steps = self.steps(items.len());
+        let staged_per_item = items
+            .iter()
+            .map(|item| {
+                item.iter()
+                    .filter(|(operand, tile)| self.operands[*operand].stages(*tile))
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
+        let needed = self.depth * staged_per_item;
         if self.depth == 1 || steps.len() < 2 {
-            let mut pool = self.take_pooled();
+            let mut pool = self.take_pooled(needed);
             let outcome = steps.iter().try_for_each(|&step| {
                 let fetched = self.fetch(&items[step.item], step, &mut pool)?;
                 self.count(&mut counters, &fetched, step);
@@ -208,7 +232,7 @@ impl<'a> TileStream<'a> {
         thread::scope(|scope| {
             // The worker stages for this operation: it works under the operation's pins.
             let pins = held();
-            let pooled = self.take_pooled();
+            let pooled = self.take_pooled(needed);
             let worker = scope.spawn(move || {
                 let _working = WorkingFor::new(pins);
                 self.stage_ahead(items, &self.steps(items.len()), ready_tx, back_rx, pooled)
@@ -442,11 +466,13 @@ impl TileStream<'_> {
     }
 
     /// The staging carriers the operands' carriers kept from earlier calls (see
-    /// [`keep_or_release`](Self::keep_or_release)).
+    /// [`keep_or_release`](Self::keep_or_release)), at most `needed` of them (the most this
+    /// stream stages at once); the others are released, so that idle buffers do not take
+    /// the capacity the computation needs beside the stream.
     ///
     /// A whole-tensor staging buffer kept by one of them is released: streamed work keeps
     /// only tile buffers beside its tiles.
-    fn take_pooled(&self) -> Vec<Carrier> {
+    fn take_pooled(&self, needed: usize) -> Vec<Carrier> {
         let mut pooled = Vec::new();
         for (k, operand) in self.operands.iter().enumerate() {
             let table = operand.table();
@@ -461,6 +487,7 @@ impl TileStream<'_> {
                 let _ = whole.release();
             }
         }
+        release_all(pooled.split_off(needed.min(pooled.len())));
         for _ in &pooled {
             self.occupancy.made();
         }

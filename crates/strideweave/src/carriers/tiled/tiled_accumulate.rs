@@ -81,8 +81,8 @@ fn sum(a: &Tensor, b: &Tensor, canonical: crate::Layout) -> Result<Tensor> {
     let count = operands[0].grid().tile_count();
     let items: Vec<Vec<(usize, usize)>> = (0..count).map(|t| vec![(0, t), (1, t)]).collect();
     // Each item holds its sum tile on the primary tier beside its staged tiles.
-    let depth = prefetch_depth_with(&operands, &items, 1);
-    let room = primary_room(&operands, &items, (depth, 1), 0, 0);
+    let depth = prefetch_depth_with(&operands, &items, (1, 0));
+    let room = primary_room(&operands, &items, (depth, 1, 0), 0, 0);
     let homes = gradient_homes(operands[0].table(), room)?;
     let mut sink = GradientSink::new(&operands[0], vec![1; count], homes)?;
     let policy = operands[0].table().policy().cloned();

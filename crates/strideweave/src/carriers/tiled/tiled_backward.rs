@@ -3,6 +3,7 @@
 //! [`TiledAutograd`], the hooks that give the autograd engine that rule and let it keep the
 //! gradients the rule builds.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use crate::autograd::{grad, no_grad, set_grad_enabled, BackwardRule};
@@ -15,8 +16,8 @@ use crate::carriers::tiled::tile_stream::TileStream;
 use crate::carriers::tiled::tiled_accumulate::streamed_sum;
 use crate::carriers::tiled::tiled_operand::{column_major_strides, flat, TiledOperand};
 use crate::carriers::tiled::tiled_operations::{
-    call_options, prefetch_depth, primary_room, shares_capacity, streamed_operands, tile_operands,
-    work_kind,
+    call_options, prefetch_depth_with, primary_room, shares_capacity, streamed_operands,
+    tile_operands, work_kind,
 };
 use crate::carriers::tiled::tiled_work::{single, Work, WorkKind};
 use crate::carriers::tiled::{ResidencyPurpose, TileProgress, TileResidency};
@@ -81,7 +82,9 @@ impl BackwardRule for TiledRule {
         let tensors: Vec<(usize, Tensor)> = inputs.iter().cloned().enumerate().collect();
         let operands = streamed_operands(&tensors, name, ResidencyPurpose::Backward)?;
         let work = Work::plan(&self.invocation, &operands)?;
-        let depth = prefetch_depth(&operands, work.items());
+        let wanted: Vec<bool> = inputs.iter().map(Tensor::requires_grad).collect();
+        let held = held_beside_the_stream(&work, &wanted);
+        let depth = prefetch_depth_with(&operands, work.items(), (0, held));
         let primary = operands[0].tier(Tier::Primary).clone();
         let g = dense_on(&primary, g, work.output_blocks().0)?;
         let mut sinks: Vec<Option<GradientSink>> = Vec::with_capacity(inputs.len());
@@ -90,7 +93,7 @@ impl BackwardRule for TiledRule {
                 sinks.push(None);
                 continue;
             }
-            match self.sink(&operands, &work, depth, k, &sinks) {
+            match self.sink(&operands, &work, (depth, held), k, &sinks) {
                 Ok(sink) => sinks.push(Some(sink)),
                 Err(error) => {
                     release_sinks(sinks);
@@ -101,23 +104,23 @@ impl BackwardRule for TiledRule {
         let policy = operands[0].table().policy().cloned();
         let label = format!("{name}.backward");
         let total = work.items().len();
-        let streamed =
-            TileStream::new(&operands, depth).run(work.items(), |index, tiles, counters| {
-                self.item(&work, index, tiles, &g, &mut sinks)?;
-                if let Some(policy) = &policy {
-                    policy.try_on_progress(
-                        &TileProgress::new(
-                            &label,
-                            (index + 1, total),
-                            (counters.staged_tiles, counters.staged_slots),
-                            depth,
-                            counters.staged_peak,
-                        )
-                        .with_allocated(counters.allocated),
-                    )?;
-                }
-                Ok(())
-            });
+        let stream = TileStream::new(&operands, depth);
+        let streamed = stream.run(work.items(), |index, tiles, counters| {
+            self.item(&work, index, tiles, &g, &mut sinks, &stream)?;
+            if let Some(policy) = &policy {
+                policy.try_on_progress(
+                    &TileProgress::new(
+                        &label,
+                        (index + 1, total),
+                        (counters.staged_tiles, counters.staged_slots),
+                        depth,
+                        stream.staged_peak(),
+                    )
+                    .with_allocated(counters.allocated),
+                )?;
+            }
+            Ok(())
+        });
         if let Err(error) = streamed {
             release_sinks(sinks);
             return Err(error);
@@ -136,12 +139,13 @@ impl BackwardRule for TiledRule {
 impl TiledRule {
     /// The sink of operand `k`'s gradient: the contributions each of its tiles expects from
     /// `work`, and where each goes by the policy's gradient plan, within the primary room
-    /// left beside the stream at `depth` and the gradients `before` it under one capacity.
+    /// left beside the stream at `depth` (and the `held` carriers the computation keeps
+    /// beside it) and the gradients `before` it under one capacity.
     fn sink(
         &self,
         operands: &[TiledOperand],
         work: &Work,
-        depth: usize,
+        (depth, held): (usize, usize),
         k: usize,
         before: &[Option<GradientSink>],
     ) -> Result<GradientSink> {
@@ -161,13 +165,16 @@ impl TiledRule {
             .filter(|(j, _)| shares_capacity(&operands[*j], operand))
             .map(|(_, sink)| sink.primary_homes())
             .sum();
-        let room = primary_room(operands, work.items(), (depth, 0), k, taken);
+        let room = primary_room(operands, work.items(), (depth, 0, held), k, taken);
         let homes = gradient_homes(operand.table(), room)?;
         GradientSink::new(operand, remaining, homes)
     }
 
     /// Item `index` of the backward: the per-tile calls recomputed on `tiles` with recording
-    /// on, their gradients against `g`'s blocks added to the sinks.
+    /// on, their gradients against `g`'s blocks added to the sinks. Every carrier it holds
+    /// on the primary tier's class beside the staged tiles — the per-tile outputs, the
+    /// cotangent blocks, the gradient tiles, the sinks' partial and placed primary tiles — is
+    /// counted in `stream`'s occupancy while it lives.
     fn item(
         &self,
         work: &Work,
@@ -175,6 +182,7 @@ impl TiledRule {
         tiles: &[Tensor],
         g: &Tensor,
         sinks: &mut [Option<GradientSink>],
+        stream: &TileStream<'_>,
     ) -> Result<()> {
         let item = &work.items()[index];
         let targets = work.targets(index);
@@ -214,28 +222,91 @@ impl TiledRule {
             }
             (outputs, cotangents, locals)
         };
-        let inputs: Vec<Tensor> = locals
-            .iter()
-            .zip(item)
-            .filter(|(_, (k, _))| sinks[*k].is_some())
-            .map(|(local, _)| local.clone())
-            .collect();
-        if inputs.is_empty() {
-            return Ok(());
-        }
-        let grads = grad(&outputs, &inputs, &cotangents, false)?;
-        let owners: Vec<(usize, usize)> = item
-            .iter()
-            .copied()
-            .filter(|(k, _)| sinks[*k].is_some())
-            .collect();
-        for ((k, tile), gradient) in owners.into_iter().zip(grads) {
-            if let Some(sink) = sinks[k].as_mut() {
-                sink.add(tile, gradient)?;
+        let transient = outputs.len() + cotangents.len();
+        stream.hold(transient);
+        let added = add_gradients(item, (&outputs, &cotangents), &locals, sinks, stream);
+        stream.let_go(transient);
+        added
+    }
+}
+
+/// The gradients of `outputs` against `cotangents` with respect to the `locals` whose operand
+/// has a sink, added to the sinks; the gradient tiles are counted in `stream`'s occupancy
+/// while they are not yet the sinks' own.
+fn add_gradients(
+    item: &[(usize, usize)],
+    (outputs, cotangents): (&[Tensor], &[Option<Tensor>]),
+    locals: &[Tensor],
+    sinks: &mut [Option<GradientSink>],
+    stream: &TileStream<'_>,
+) -> Result<()> {
+    let inputs: Vec<Tensor> = locals
+        .iter()
+        .zip(item)
+        .filter(|(_, (k, _))| sinks[*k].is_some())
+        .map(|(local, _)| local.clone())
+        .collect();
+    if inputs.is_empty() {
+        return Ok(());
+    }
+    let grads = grad(outputs, &inputs, cotangents, false)?;
+    let computed = grads.iter().flatten().count();
+    stream.hold(computed);
+    let kept_before: usize = sinks.iter().flatten().map(GradientSink::held).sum();
+    let owners: Vec<(usize, usize)> = item
+        .iter()
+        .copied()
+        .filter(|(k, _)| sinks[*k].is_some())
+        .collect();
+    let mut added = Ok(());
+    for ((k, tile), gradient) in owners.into_iter().zip(grads) {
+        if let Some(sink) = sinks[k].as_mut() {
+            added = sink.add(tile, gradient);
+            if added.is_err() {
+                break;
             }
         }
-        Ok(())
     }
+    // The gradient tiles live on as the sinks' partial or placed tiles, or are gone.
+    let kept_after: usize = sinks.iter().flatten().map(GradientSink::held).sum();
+    stream.let_go(computed);
+    if kept_after >= kept_before {
+        stream.hold(kept_after - kept_before);
+    } else {
+        stream.let_go(kept_before - kept_after);
+    }
+    added
+}
+
+/// The most carriers of the primary tier's class a backward of `work` holds at once beside
+/// its staged tiles (the operands wanting a gradient are those `wanted` marks): while item
+/// `n` computes, one per-tile output and one cotangent block per call, one gradient tile per
+/// tile of a wanted operand, and the partial gradient tiles of earlier items still waiting
+/// for contributions (a broadcast tile, a `matmul` right tile). Each carrier counts as one
+/// tile, whatever its size.
+fn held_beside_the_stream(work: &Work, wanted: &[bool]) -> usize {
+    let mut remaining: HashMap<(usize, usize), usize> = HashMap::new();
+    for item in work.items() {
+        for &fetch in item.iter().filter(|(k, _)| wanted[*k]) {
+            *remaining.entry(fetch).or_insert(0) += 1;
+        }
+    }
+    let mut open: HashSet<(usize, usize)> = HashSet::new();
+    let mut most = 0;
+    for (n, item) in work.items().iter().enumerate() {
+        let gradients = item.iter().filter(|(k, _)| wanted[*k]).count();
+        most = most.max(2 * work.targets(n).len() + gradients + open.len());
+        for &fetch in item.iter().filter(|(k, _)| wanted[*k]) {
+            let left = remaining.entry(fetch).or_insert(1);
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                open.remove(&fetch);
+            } else {
+                open.insert(fetch);
+            }
+        }
+    }
+    most
 }
 
 /// `g`, of the output's `shape`, as a dense canonical tensor on `primary`'s class (copied

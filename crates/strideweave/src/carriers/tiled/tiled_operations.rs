@@ -172,15 +172,17 @@ pub(crate) fn streamed_operands(
 /// one policy object share its capacity), by the capacity left after their resident tiles
 /// divided by the tiles one item stages for them; at least 1.
 pub(crate) fn prefetch_depth(operands: &[TiledOperand], items: &[Vec<Fetch>]) -> usize {
-    prefetch_depth_with(operands, items, 0)
+    prefetch_depth_with(operands, items, (0, 0))
 }
 
-/// [`prefetch_depth`] when each item also holds `extra` tiles of its own on the primary tier
-/// while it computes (an item's result tile), counted against every bounded capacity.
+/// [`prefetch_depth`] when each item in flight also holds `extra` tiles of its own on the
+/// primary tier (an item's result tile), and the computation holds `held` more beside the
+/// stream (a backward's transients and partial gradient tiles), both counted against every
+/// bounded capacity.
 pub(crate) fn prefetch_depth_with(
     operands: &[TiledOperand],
     items: &[Vec<Fetch>],
-    extra: usize,
+    (extra, held): (usize, usize),
 ) -> usize {
     let mut depth = UNBOUNDED_DEPTH;
     for (k, operand) in operands.iter().enumerate() {
@@ -197,7 +199,7 @@ pub(crate) fn prefetch_depth_with(
         if per_item == 0 {
             continue;
         }
-        let free = use_.capacity.saturating_sub(use_.resident);
+        let free = use_.capacity.saturating_sub(use_.resident + held);
         depth = depth.min(free / per_item);
     }
     depth.max(1)
@@ -262,12 +264,13 @@ pub(crate) fn primary_use(
 }
 
 /// The primary tiles a gradient of operand `k` may place while `items` stream at `depth`
-/// (each item holding `extra` tiles of its own beside its staged ones), after `taken` tiles
-/// already given to other gradients under the same capacity; `None` without a capacity.
+/// (each item holding `extra` tiles of its own beside its staged ones, the computation `held`
+/// more beside the stream), after `taken` tiles already given to other gradients under the
+/// same capacity; `None` without a capacity.
 pub(crate) fn primary_room(
     operands: &[TiledOperand],
     items: &[Vec<Fetch>],
-    (depth, extra): (usize, usize),
+    (depth, extra, held): (usize, usize, usize),
     k: usize,
     taken: usize,
 ) -> Option<usize> {
@@ -275,7 +278,7 @@ pub(crate) fn primary_room(
     let streaming = depth * (use_.per_item + extra);
     Some(
         use_.capacity
-            .saturating_sub(use_.resident + streaming + taken),
+            .saturating_sub(use_.resident + streaming + held + taken),
     )
 }
 
