@@ -77,9 +77,12 @@ impl TileProgress {
     }
 
     /// The most staged tile carriers on the primary tier's class alive at once so far
-    /// (reused across items, so at most the prefetch depth times the tiles one item stages).
-    /// With the carriers' resident tiles it is what the operation has held on the primary
-    /// tier: the number to compare with
+    /// (reused across items, so at most the prefetch depth times the tiles one item stages);
+    /// in a backward's reports (`"<op>.backward"`) also the carriers it holds beside them —
+    /// per-tile outputs, cotangent blocks, gradient tiles, partial gradients and gradient
+    /// tiles placed on the primary tier — each counted as one tile. With the carriers'
+    /// resident tiles it is what the operation has held on the primary tier: the number to
+    /// compare with
     /// [`primary_capacity`](crate::carriers::ResidencyPolicy::primary_capacity).
     pub fn staged_peak(&self) -> usize {
         self.staged_peak
