@@ -150,3 +150,41 @@ __all__ += [
 from ._native import TileProgress as TileProgress
 
 __all__ += ["TileProgress"]
+
+from ._native import (
+    NON_DIFFERENTIABLE as NON_DIFFERENTIABLE,
+    REQUIRED as REQUIRED,
+    Accumulation as Accumulation,
+    Arithmetic as Arithmetic,
+    BoundOperationCall as BoundOperationCall,
+    OperandKind as OperandKind,
+    OperandPlan as OperandPlan,
+    OperandSpec as OperandSpec,
+    OperationPlan as OperationPlan,
+    OperationSchema as OperationSchema,
+    OptionSpec as OptionSpec,
+    ResolvedInvocation as ResolvedInvocation,
+    ResultSpec as ResultSpec,
+    VJPContext as VJPContext,
+    call as call,
+    define_operation as define_operation,
+)
+
+__all__ += [
+    "NON_DIFFERENTIABLE",
+    "REQUIRED",
+    "Accumulation",
+    "Arithmetic",
+    "BoundOperationCall",
+    "OperandKind",
+    "OperandPlan",
+    "OperandSpec",
+    "OperationPlan",
+    "OperationSchema",
+    "OptionSpec",
+    "ResolvedInvocation",
+    "ResultSpec",
+    "VJPContext",
+    "call",
+    "define_operation",
+]

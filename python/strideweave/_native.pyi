@@ -1,6 +1,6 @@
 """Type stubs of the extension module ``strideweave._native``."""
 
-from typing import Any, Callable, Iterable, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union, final
+from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union, final
 
 IntTree = Union[int, Tuple["IntTree", ...], List["IntTree"]]
 Scalar = Union[bool, int, float]
@@ -140,6 +140,8 @@ class OperationCapability:
         operands: Iterable[Union[DType, Scalar]],
         accumulator: Optional[DType] = None,
     ) -> None: ...
+    @staticmethod
+    def from_plan(plan: Union[OperationPlan, OperationCapability]) -> OperationCapability: ...
     @property
     def operation(self) -> str: ...
     def __hash__(self) -> int: ...
@@ -469,11 +471,28 @@ class OperationDefinition:
     @property
     def is_builtin(self) -> bool: ...
     def __hash__(self) -> int: ...
+    def __call__(self, *operands: Operand, **options: OptionValue) -> Tensor: ...
 
 def operation_definition(name: str) -> OperationDefinition: ...
 
 @final
 class ResultSpec:
+    def __init__(
+        self,
+        dtype: DType,
+        shape: IntTree,
+        layout: Optional[Layout] = None,
+        alias_of: Optional[int] = None,
+        *,
+        atol: float = 0.0,
+        rtol: float = 0.0,
+    ) -> None: ...
+    @property
+    def shape(self) -> IntTree: ...
+    @property
+    def atol(self) -> float: ...
+    @property
+    def rtol(self) -> float: ...
     @property
     def dtype(self) -> DType: ...
     @property
@@ -483,6 +502,19 @@ class ResultSpec:
 
 @final
 class ResolvedInvocation:
+    def __init__(
+        self,
+        call: BoundOperationCall,
+        plan: Union[OperationPlan, OperationCapability],
+        results: Iterable[ResultSpec],
+        saved_operands: Sequence[int] = (),
+        kernel_id: Optional[str] = None,
+        mutated_operands: Sequence[int] = (),
+    ) -> None: ...
+    @property
+    def call(self) -> BoundOperationCall: ...
+    @property
+    def saved_operands(self) -> Tuple[int, ...]: ...
     @property
     def operation(self) -> OperationDefinition: ...
     @property
@@ -661,3 +693,135 @@ class CompositeProvider:
     def prepare(
         self,
     ) -> Callable[[Any, ResolvedInvocation], Union[PreparedComposite, Unsupported]]: ...
+
+# Custom operations with a Python backward rule.
+
+OptionValue = Union[None, DType, bool, int, float]
+
+@final
+class OperandKind:
+    TENSOR: OperandKind
+    WEAK_SCALAR: OperandKind
+    STRUCTURAL: OperandKind
+    @property
+    def value(self) -> str: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Arithmetic:
+    BINARY32: Arithmetic
+    INT32_EXACT_CHECKED: Arithmetic
+    INT32_EXACT: Arithmetic
+    def __hash__(self) -> int: ...
+
+@final
+class Accumulation:
+    FLOATING: Accumulation
+    SEQUENTIAL_BINARY32: Accumulation
+    SEQUENTIAL_BINARY32_PRODUCT: Accumulation
+    MAXIMUM: Accumulation
+    MINIMUM: Accumulation
+    ARGMAX: Accumulation
+    ARGMIN: Accumulation
+    EXACT_INTEGER: Accumulation
+    def __hash__(self) -> int: ...
+
+@final
+class Marker: ...
+
+REQUIRED: Marker
+NON_DIFFERENTIABLE: Marker
+
+@final
+class OperandSpec:
+    def __init__(self, name: str, kind: OperandKind, differentiable: bool = False) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> OperandKind: ...
+    @property
+    def differentiable(self) -> bool: ...
+
+@final
+class OptionSpec:
+    def __init__(self, name: str, default: Union[OptionValue, Marker]) -> None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def default(self) -> Union[OptionValue, Marker]: ...
+
+@final
+class OperationSchema:
+    def __init__(self, operands: Iterable[OperandSpec], options: Iterable[OptionSpec] = ()) -> None: ...
+    @property
+    def operands(self) -> Tuple[OperandSpec, ...]: ...
+    @property
+    def options(self) -> Tuple[OptionSpec, ...]: ...
+
+@final
+class OperandPlan:
+    @staticmethod
+    def tensor(dtype: DType, convert_to: Optional[DType] = None) -> OperandPlan: ...
+    @staticmethod
+    def weak_scalar(convert_to: DType) -> OperandPlan: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def dtype(self) -> Optional[DType]: ...
+    @property
+    def convert_to(self) -> DType: ...
+
+@final
+class OperationPlan:
+    def __init__(
+        self,
+        operation: str,
+        operands: Iterable[OperandPlan],
+        compute: Arithmetic,
+        output: DType,
+        accumulation: Optional[Accumulation] = None,
+        accumulator_dtype: Optional[DType] = None,
+    ) -> None: ...
+    @property
+    def operation(self) -> str: ...
+    @property
+    def operands(self) -> Tuple[OperandPlan, ...]: ...
+    @property
+    def compute(self) -> Arithmetic: ...
+    @property
+    def accumulation(self) -> Optional[Accumulation]: ...
+    @property
+    def accumulator_dtype(self) -> Optional[DType]: ...
+    @property
+    def output(self) -> DType: ...
+    def __hash__(self) -> int: ...
+
+@final
+class BoundOperationCall:
+    @property
+    def definition(self) -> OperationDefinition: ...
+    @property
+    def operands(self) -> Tuple[Operand, ...]: ...
+    @property
+    def options(self) -> Dict[str, OptionValue]: ...
+
+@final
+class VJPContext:
+    @property
+    def invocation(self) -> ResolvedInvocation: ...
+    @property
+    def outputs(self) -> Tuple[Tensor, ...]: ...
+    @property
+    def saved_operands(self) -> Tuple[Tensor, ...]: ...
+
+Cotangents = Tuple[Optional[Tensor], ...]
+BackwardRule = Callable[[VJPContext, Cotangents], Sequence[Optional[Tensor]]]
+
+def define_operation(
+    name: str,
+    schema: OperationSchema,
+    resolve: Callable[[BoundOperationCall], ResolvedInvocation],
+    *,
+    vjp: Union[BackwardRule, Marker],
+) -> OperationDefinition: ...
+def call(operation: Union[OperationDefinition, str], /, *operands: Operand, **options: OptionValue) -> Tuple[Tensor, ...]: ...

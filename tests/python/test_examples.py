@@ -56,3 +56,13 @@ def test_python_kernels_prints_its_results() -> None:
         "ran ['neg', 'vectorized relu', 'vectorized relu declined', 'relu']",
         "on the cpu [-2.0, -1.0, 1.0, 2.0]",
     ]
+
+
+def test_custom_operation_prints_its_results() -> None:
+    # softsign(x) = x / (1 + |x|); its derivative 1 / (1 + |x|)^2 at -3, -0.5, 0, 1.
+    assert run("custom_operation.py").splitlines() == [
+        "softsign [-0.75, -0.3333, 0.0, 0.5] grad_fn demo.softsign",
+        "gradient [0.0625, 0.4444, 1.0, 0.25]",
+        "matches finite differences: True",
+        "on a CPU tensor: UnsupportedOperationPlan demo.softsign",
+    ]

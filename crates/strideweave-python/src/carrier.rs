@@ -1055,6 +1055,16 @@ impl PyOperationCapability {
         Ok(PyOperationCapability { inner })
     }
 
+    /// The capability of exactly `plan` (an `OperationPlan`): how a kernel pattern lists the
+    /// plans of a custom operation, which central planning does not resolve.
+    #[staticmethod]
+    fn from_plan(plan: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let plan = crate::custom_ops::expect_plan(plan, "OperationCapability.from_plan plan")?;
+        Ok(PyOperationCapability {
+            inner: strideweave::operation::OperationCapability::from_plan(plan),
+        })
+    }
+
     /// The operation's name.
     #[getter]
     fn operation(&self) -> String {

@@ -56,6 +56,26 @@ impl PyOperationDefinition {
     fn __repr__(&self) -> String {
         format!("OperationDefinition('{}')", self.inner.name())
     }
+
+    /// Runs the operation on `operands` and `options` and returns its one result (a
+    /// `ValueError` for an operation with another number of results: use `call`).
+    #[pyo3(signature = (*operands, **options))]
+    fn __call__(
+        &self,
+        py: Python<'_>,
+        operands: &Bound<'_, PyTuple>,
+        options: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<PyTensor> {
+        let mut results = crate::custom_ops::run(py, &self.inner, operands, options)?;
+        if results.len() != 1 {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "'{}' returned {} results; call(operation, ...) returns them all",
+                self.inner.name(),
+                results.len()
+            )));
+        }
+        Ok(wrap_tensor(results.remove(0)))
+    }
 }
 
 /// The registered operation definition named `name` (`NotImplementedError` for an unknown
@@ -157,6 +177,83 @@ pub struct PyResultSpec {
 
 #[pymethods]
 impl PyResultSpec {
+    /// `ResultSpec(dtype, shape, layout=None, alias_of=None, *, atol=0.0, rtol=0.0)`: a
+    /// result of `dtype` with exactly `layout` (default: the column-major layout of
+    /// `shape`, which a given layout must have), optionally operand `alias_of` itself, and
+    /// the tolerances against a reference (finite and >= 0).
+    #[new]
+    #[pyo3(signature = (dtype, shape, layout=None, alias_of=None, *, atol=None, rtol=None))]
+    fn py_new(
+        dtype: &Bound<'_, PyAny>,
+        shape: &Bound<'_, PyAny>,
+        layout: Option<&Bound<'_, PyAny>>,
+        alias_of: Option<&Bound<'_, PyAny>>,
+        atol: Option<&Bound<'_, PyAny>>,
+        rtol: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let dtype = dtype
+            .cast::<PyDType>()
+            .map(|d| d.get().inner)
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "ResultSpec dtype must be a DType, got {}",
+                    type_name(dtype)
+                ))
+            })?;
+        let shape = crate::layout::to_shape(shape, "ResultSpec shape")?;
+        let mut spec = match layout {
+            None => ResultSpec::canonical(dtype, shape),
+            Some(layout) => {
+                let layout = crate::layout::expect_layout(layout, "ResultSpec layout")?;
+                if layout.shape() != &shape {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "ResultSpec layout {layout} does not have the shape {shape}"
+                    )));
+                }
+                ResultSpec::new(dtype, layout)
+            }
+        };
+        if let Some(index) = alias_of {
+            spec = spec.aliasing(to_index(index, "ResultSpec alias_of")?);
+        }
+        let tolerance = |value: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<f64> {
+            match value {
+                None => Ok(0.0),
+                Some(v) if v.is_instance_of::<pyo3::types::PyBool>() => Err(PyTypeError::new_err(
+                    format!("ResultSpec {what} must be an int or float, got bool"),
+                )),
+                Some(v) => v.extract::<f64>().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "ResultSpec {what} must be an int or float, got {}",
+                        type_name(v)
+                    ))
+                }),
+            }
+        };
+        let (atol, rtol) = (tolerance(atol, "atol")?, tolerance(rtol, "rtol")?);
+        Ok(PyResultSpec {
+            inner: spec.with_tolerance(atol, rtol).py()?,
+        })
+    }
+
+    /// The result shape.
+    #[getter]
+    fn shape(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        crate::convert::from_int_tuple(py, &self.inner.shape().to_int_tuple())
+    }
+
+    /// The absolute tolerance against the reference.
+    #[getter]
+    fn atol(&self) -> f64 {
+        self.inner.atol()
+    }
+
+    /// The relative tolerance against the reference.
+    #[getter]
+    fn rtol(&self) -> f64 {
+        self.inner.rtol()
+    }
+
     /// The result dtype.
     #[getter]
     fn dtype(&self, py: Python<'_>) -> PyResult<Py<PyDType>> {
@@ -193,6 +290,82 @@ fn operand_object(py: Python<'_>, operand: &Operand) -> PyResult<Py<PyAny>> {
 
 #[pymethods]
 impl PyResolvedInvocation {
+    /// `ResolvedInvocation(call, plan, results, saved_operands=(), kernel_id=None,
+    /// mutated_operands=())`: what a custom operation's resolver returns for `call`. The
+    /// core checks it (`ValueError`): the plan names the call's operation with one operand
+    /// plan per operand of the matching role, at least one result, aliases and saved operands
+    /// naming distinct tensor operands, a non-empty kernel id (default: the operation name).
+    #[new]
+    #[pyo3(signature = (call, plan, results, saved_operands=None, kernel_id=None, mutated_operands=None))]
+    fn py_new(
+        call: &Bound<'_, PyAny>,
+        plan: &Bound<'_, PyAny>,
+        results: &Bound<'_, PyAny>,
+        saved_operands: Option<&Bound<'_, PyAny>>,
+        kernel_id: Option<&Bound<'_, PyAny>>,
+        mutated_operands: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let call = call
+            .cast::<crate::custom_ops::PyBoundOperationCall>()
+            .map(|c| c.get().inner.clone())
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "ResolvedInvocation call must be a BoundOperationCall, got {}",
+                    type_name(call)
+                ))
+            })?;
+        let plan = crate::custom_ops::expect_plan(plan, "ResolvedInvocation plan")?;
+        let results = crate::prepared::materialize(results, "ResolvedInvocation results")?
+            .iter()
+            .map(|item| {
+                item.cast::<PyResultSpec>()
+                    .map(|s| s.get().inner.clone())
+                    .map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "ResolvedInvocation results must hold ResultSpec values, got {}",
+                            type_name(&item)
+                        ))
+                    })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let indices = |value: Option<&Bound<'_, PyAny>>, what: &str| match value {
+            None => Ok(Vec::new()),
+            Some(v) => crate::convert::to_indices(v, what),
+        };
+        let saved = indices(saved_operands, "ResolvedInvocation saved_operands")?;
+        let mutated = indices(mutated_operands, "ResolvedInvocation mutated_operands")?;
+        let kernel_id = kernel_id
+            .map(|id| {
+                id.cast::<PyString>()
+                    .map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "ResolvedInvocation kernel_id must be a str or None, got {}",
+                            type_name(id)
+                        ))
+                    })
+                    .and_then(|id| Ok(id.to_cow()?.into_owned()))
+            })
+            .transpose()?;
+        let inner = ResolvedInvocation::new(call, plan, results, saved, kernel_id.as_deref())
+            .and_then(|invocation| invocation.with_mutated_operands(mutated))
+            .py()?;
+        Ok(PyResolvedInvocation { inner })
+    }
+
+    /// The bound call this invocation resolves.
+    #[getter]
+    fn call(&self) -> crate::custom_ops::PyBoundOperationCall {
+        crate::custom_ops::PyBoundOperationCall {
+            inner: self.inner.call().clone(),
+        }
+    }
+
+    /// The operands saved for the backward pass, by operand index.
+    #[getter]
+    fn saved_operands<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.inner.saved_operands())
+    }
+
     /// The operation being called.
     #[getter]
     fn operation(&self) -> PyOperationDefinition {

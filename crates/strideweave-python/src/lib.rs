@@ -18,6 +18,7 @@ mod tensor;
 mod tiny;
 
 mod composite;
+mod custom_ops;
 mod invocation;
 mod kernels;
 mod prepared;
@@ -108,6 +109,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<block_device::PyBlockDeviceCarrier>()?;
     add_kernel_extension(m)?;
     m.add_class::<residency_progress::PyTileProgress>()?;
+    add_custom_operations(m)?;
     Ok(())
 }
 
@@ -132,5 +134,24 @@ fn add_kernel_extension(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<composite::PyDependentCarrier>()?;
     m.add_class::<composite::PyCompositeProvider>()?;
     m.add_class::<composite::PyPreparedComposite>()?;
+    Ok(())
+}
+
+/// Custom operations with a Python backward rule.
+fn add_custom_operations(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<custom_ops::PyOperandKind>()?;
+    m.add_class::<custom_ops::PyArithmetic>()?;
+    m.add_class::<custom_ops::PyAccumulation>()?;
+    m.add_class::<custom_ops::PyMarker>()?;
+    custom_ops::add_markers(m)?;
+    m.add_class::<custom_ops::PyOperandSpec>()?;
+    m.add_class::<custom_ops::PyOptionSpec>()?;
+    m.add_class::<custom_ops::PyOperationSchema>()?;
+    m.add_class::<custom_ops::PyOperandPlan>()?;
+    m.add_class::<custom_ops::PyOperationPlan>()?;
+    m.add_class::<custom_ops::PyBoundOperationCall>()?;
+    m.add_class::<custom_ops::PyVjpContext>()?;
+    m.add_function(wrap_pyfunction!(custom_ops::define_operation, m)?)?;
+    m.add_function(wrap_pyfunction!(custom_ops::call, m)?)?;
     Ok(())
 }
