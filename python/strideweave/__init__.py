@@ -188,3 +188,7 @@ __all__ += [
     "call",
     "define_operation",
 ]
+
+from ._native import from_dlpack as from_dlpack
+
+__all__ += ["from_dlpack"]

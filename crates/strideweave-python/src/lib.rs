@@ -19,6 +19,7 @@ mod tiny;
 
 mod composite;
 mod custom_ops;
+mod dlpack;
 mod invocation;
 mod kernels;
 mod prepared;
@@ -110,6 +111,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     add_kernel_extension(m)?;
     m.add_class::<residency_progress::PyTileProgress>()?;
     add_custom_operations(m)?;
+    m.add_function(wrap_pyfunction!(dlpack::from_dlpack, m)?)?;
     Ok(())
 }
 

@@ -97,10 +97,11 @@ fn mode_extents(layout: &Layout) -> Vec<usize> {
 /// export ends when the last array over it is gone.
 #[pyclass(name = "_ArrayView", module = "strideweave", frozen)]
 pub struct PyArrayView {
-    export: CpuExport,
-    address: usize,
-    shape: Vec<usize>,
-    strides: Vec<isize>,
+    pub(crate) export: CpuExport,
+    pub(crate) address: usize,
+    pub(crate) shape: Vec<usize>,
+    /// In bytes.
+    pub(crate) strides: Vec<isize>,
     typestr: &'static str,
 }
 
@@ -126,7 +127,7 @@ impl PyArrayView {
 }
 
 /// Why a tensor cannot be viewed without a copy.
-enum NoView {
+pub(crate) enum NoView {
     /// The layout does not flatten: an error unless a copy was asked for.
     Layout(String),
     /// The carrier or dtype has no host memory numpy could view: a copy where allowed.
@@ -136,7 +137,7 @@ enum NoView {
 }
 
 /// The view of `tensor` for numpy, or why there is none.
-fn view(tensor: &Tensor) -> Result<PyArrayView, NoView> {
+pub(crate) fn view(tensor: &Tensor) -> Result<PyArrayView, NoView> {
     let carrier = tensor.carrier();
     if carrier.downcast_ref::<Cpu>().is_none() {
         return Err(NoView::Storage(format!(
@@ -323,7 +324,7 @@ fn interface(array: &Bound<'_, PyAny>, itemsize: usize) -> PyResult<Interface> {
 }
 
 /// Row-major slot strides of `shape`.
-fn row_major(shape: &[usize]) -> Vec<usize> {
+pub(crate) fn row_major(shape: &[usize]) -> Vec<usize> {
     let mut running = 1usize;
     let mut strides = vec![0usize; shape.len()];
     for (k, &extent) in shape.iter().enumerate().rev() {
@@ -333,7 +334,8 @@ fn row_major(shape: &[usize]) -> Vec<usize> {
     strides
 }
 
-fn layout_of(shape: &[usize], strides: &[usize]) -> PyResult<Layout> {
+/// The layout with one mode per axis of `shape` and slot `strides`.
+pub(crate) fn layout_of(shape: &[usize], strides: &[usize]) -> PyResult<Layout> {
     if shape.is_empty() {
         return Ok(Layout::scalar());
     }

@@ -681,6 +681,26 @@ impl PyTensor {
         crate::numpy_interop::to_numpy(py, &self.inner, dtype, copy)
     }
 
+    /// DLPack export: a read-only `dltensor_versioned` capsule over a CPU Float32 or Int32
+    /// tensor whose layout flattens, freezing its slots until the consumer lets go (see
+    /// `dlpack`).
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
+        copy: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        crate::dlpack::export(py, &self.inner, stream, max_version, dl_device, copy)
+    }
+
+    /// DLPack's device of the tensor: `(1, 0)`, the CPU, for a CPU carrier.
+    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
+        crate::dlpack::device(&self.inner)
+    }
+
     fn __bool__(&self) -> PyResult<bool> {
         Err(PyValueError::new_err(
             "the truth value of a Tensor is ambiguous: read an element with t[...]",
