@@ -268,12 +268,72 @@ fn failing_move_ends(cx: &mut Context<'_>, dtype: DType) -> Result2<usize> {
         }
         Ok(_) => routes += 1,
     }
+    routes += failing_move_into_empty(cx, dtype, &values)?;
     if routes > 0 {
         cx.notes.push(format!(
             "{routes} moves with a definition-free end failing half way left both ends unchanged"
         ));
     }
     Ok(routes)
+}
+
+/// A move from a Tripwire whose third read fails into an empty carrier of the class under
+/// test, when the class grows as a move destination: the destination must be empty again
+/// afterwards (the framework shrinks it back through the class's own `set_extent`), the
+/// source live, and the retry must land every value. Returns 1 when the class grew, 0 when
+/// it refused the empty destination before anything changed.
+fn failing_move_into_empty(cx: &mut Context<'_>, dtype: DType, values: &[Value]) -> Result2<usize> {
+    if cx.factory.min_slots() > 0 {
+        return Ok(0);
+    }
+    let shape = Shape::new(values.len()).map_err(|e| cx.broken(e))?;
+    let (wire, trigger) = cx.ok(Tripwire::carrier(dtype, values), || "a Tripwire".into())?;
+    let from_wire = cx.ok(Tensor::compact(wire.clone(), shape), || "a tensor".into())?;
+    let empty = cx.carrier(dtype, &[])?;
+    let untouched = snapshot(cx, &empty, "the empty destination")?;
+    trigger.fail_read_after(2);
+    let outcome = move_to(&from_wire, &empty);
+    let fired = trigger.disarm();
+    let what = "a move from a definition-free carrier whose third read fails into an empty \
+                carrier of the class (which grows as a move destination)";
+    match outcome {
+        Ok(_) => Err(cx.broken(format!(
+            "{what} succeeded although the Tripwire failed a read"
+        ))),
+        Err(_) if !fired => {
+            let after = snapshot(cx, &empty, "the empty destination")?;
+            match untouched.difference(&after) {
+                Some(change) => Err(cx.broken(format!(
+                    "refusing a move into an empty carrier of the class changed it: {change}"
+                ))),
+                None => Ok(0),
+            }
+        }
+        Err(_) => {
+            let after = snapshot(cx, &empty, "the destination")?;
+            if let Some(change) = untouched.difference(&after) {
+                return Err(cx.broken(format!(
+                    "{what} failed but changed its destination: {change}; a grown destination \
+                     must shrink back to empty (set_extent(0))"
+                )));
+            }
+            cx.ensure(!wire.is_released(), || {
+                format!("{what} failed but released its source")
+            })?;
+            let moved = cx.ok(move_to(&from_wire, &empty), || {
+                format!("the same move after {what}")
+            })?;
+            let got = cx.ok(moved.to_values(), || "reading the moved tensor".into())?;
+            let want: Vec<Value> = values
+                .iter()
+                .map(|v| dtype.normalize(*v).unwrap_or(*v))
+                .collect();
+            cx.ensure(got == want, || {
+                format!("after {what}, the retried move carried {got:?}, not {want:?}")
+            })?;
+            Ok(1)
+        }
+    }
 }
 
 /// The failures injected through the factory's fault points.

@@ -154,6 +154,31 @@ impl Template {
                 (0..n)
                     .map(|i| Placement::strided(&[2, 3, 2], &[2, 0, 1], 2, i))
                     .collect(),
+                // Broadcast operands (stride 0): the first along mode 1, the others dense;
+                // the last along mode 0 at an offset, the others gapped; every operand a
+                // single slot read five times.
+                (0..n)
+                    .map(|i| {
+                        let placement = Placement::dense(&[3, 4]);
+                        if i == 0 {
+                            placement.broadcasting(&[1])
+                        } else {
+                            placement
+                        }
+                    })
+                    .collect(),
+                (0..n)
+                    .map(|i| {
+                        if i + 1 == n {
+                            Placement::strided(&[4, 3], &[0, 1], 1, 2).broadcasting(&[0])
+                        } else {
+                            Placement::strided(&[4, 3], &[0, 1], 2, 1)
+                        }
+                    })
+                    .collect(),
+                (0..n)
+                    .map(|i| Placement::strided(&[5], &[0], 1, 1 + i).broadcasting(&[0]))
+                    .collect(),
             ],
         }
     }
@@ -166,15 +191,10 @@ impl Template {
         placement: &Placement,
         rng: &mut Rng,
     ) -> Result<Vec<Value>> {
-        let Arg::Tensor(dtype) = self.args[position] else {
-            return Ok(Vec::new());
-        };
-        let slots = placement.offset + placement.layout()?.cosize();
-        Ok(rng
-            .values(dtype, slots)
-            .into_iter()
-            .map(|v| domain(self.builtin, position, v))
-            .collect())
+        let builtin = self.builtin;
+        slot_values(self.args[position], placement, rng, |v| {
+            domain(builtin, position, v)
+        })
     }
 
     /// The call's operands: the tensors `make(dtype, slots, offset, layout)` builds, the
@@ -185,16 +205,7 @@ impl Template {
         slots: &[Vec<Value>],
         make: &MakeTensor<'_>,
     ) -> Result<Vec<Operand>> {
-        self.args
-            .iter()
-            .enumerate()
-            .map(|(i, arg)| match arg {
-                Arg::Scalar(v) => Ok(Operand::Scalar(*v)),
-                Arg::Tensor(d) => {
-                    Ok(make(*d, &slots[i], geometry[i].offset, geometry[i].layout()?)?.into())
-                }
-            })
-            .collect()
+        operands(&self.args, geometry, slots, make)
     }
 
     /// The call on Generic carriers: the reference result.
@@ -203,31 +214,78 @@ impl Template {
         geometry: &[Placement],
         slots: &[Vec<Value>],
     ) -> Result<Vec<Tensor>> {
-        let operands = self.operands(geometry, slots, &|d, v, offset, layout| {
-            Tensor::new(Generic::carrier(v, d, true)?, offset, layout)
-        })?;
+        let operands = self.operands(geometry, slots, &generic_tensor)?;
         call(self.builtin.name(), operands, &self.options())
     }
 
     /// `op(Float32 (3,4):(4,1)@2, 0.5)`: the call as failure messages print it.
     pub(crate) fn describe(&self, geometry: &[Placement]) -> String {
-        let args: Vec<String> = self
-            .args
-            .iter()
-            .enumerate()
-            .map(|(i, a)| match a {
-                Arg::Tensor(d) => match geometry[i].layout() {
-                    Ok(layout) => format!("{d} {layout}@{}", geometry[i].offset),
-                    Err(error) => format!("{d} <{error}>"),
-                },
-                Arg::Scalar(v) => format!("scalar {v}"),
-            })
-            .collect();
+        let args = describe(&self.args, geometry);
         let acc = self
             .accumulator
             .map_or_else(String::new, |d| format!(", accumulator_dtype = {d}"));
         format!("{}({}{acc})", self.builtin.name(), args.join(", "))
     }
+}
+
+/// The operands of a call of `args` under `geometry` over the slot values `slots`: the
+/// tensors `make(dtype, slots, offset, layout)` builds, the scalars as they are. Built-in
+/// templates and declared custom cases both build their calls with it.
+pub(crate) fn operands(
+    args: &[Arg],
+    geometry: &[Placement],
+    slots: &[Vec<Value>],
+    make: &MakeTensor<'_>,
+) -> Result<Vec<Operand>> {
+    args.iter()
+        .enumerate()
+        .map(|(i, arg)| match arg {
+            Arg::Scalar(v) => Ok(Operand::Scalar(*v)),
+            Arg::Tensor(d) => {
+                Ok(make(*d, &slots[i], geometry[i].offset, geometry[i].layout()?)?.into())
+            }
+        })
+        .collect()
+}
+
+/// An operand tensor on a Generic carrier: how references are built.
+pub(crate) fn generic_tensor(
+    dtype: DType,
+    values: &[Value],
+    offset: usize,
+    layout: Layout,
+) -> Result<Tensor> {
+    Tensor::new(Generic::carrier(values, dtype, true)?, offset, layout)
+}
+
+/// Each operand of `args` under `geometry` as messages print it: `Float32 (3,4):(4,1)@2`, or
+/// `scalar 0.5`.
+pub(crate) fn describe(args: &[Arg], geometry: &[Placement]) -> Vec<String> {
+    args.iter()
+        .enumerate()
+        .map(|(i, a)| match a {
+            Arg::Tensor(d) => match geometry[i].layout() {
+                Ok(layout) => format!("{d} {layout}@{}", geometry[i].offset),
+                Err(error) => format!("{d} <{error}>"),
+            },
+            Arg::Scalar(v) => format!("scalar {v}"),
+        })
+        .collect()
+}
+
+/// Random slot values of the operand `arg` under `placement`, each mapped by `domain`
+/// (none for a scalar).
+pub(crate) fn slot_values(
+    arg: Arg,
+    placement: &Placement,
+    rng: &mut Rng,
+    domain: impl Fn(Value) -> Value,
+) -> Result<Vec<Value>> {
+    let Arg::Tensor(dtype) = arg else {
+        return Ok(Vec::new());
+    };
+    let slots = placement.offset + placement.layout()?.cosize();
+    Ok(rng.values(dtype, slots).into_iter().map(domain).collect())
 }
 
 fn domain(builtin: Builtin, position: usize, value: Value) -> Value {
@@ -246,6 +304,9 @@ pub(crate) struct Placement {
     pub(crate) order: Vec<usize>,
     pub(crate) gap: usize,
     pub(crate) offset: usize,
+    /// The modes broadcast with stride 0 (every coordinate of such a mode reads the same
+    /// slots); the other modes' strides grow in `order`.
+    pub(crate) broadcast: Vec<usize>,
 }
 
 impl Placement {
@@ -255,6 +316,7 @@ impl Placement {
             order: (0..extents.len()).collect(),
             gap: 1,
             offset: 0,
+            broadcast: Vec::new(),
         }
     }
 
@@ -269,7 +331,14 @@ impl Placement {
             order: order.to_vec(),
             gap,
             offset,
+            broadcast: Vec::new(),
         }
+    }
+
+    /// This placement with the modes `modes` broadcast (stride 0).
+    pub(crate) fn broadcasting(mut self, modes: &[usize]) -> Placement {
+        self.broadcast = modes.to_vec();
+        self
     }
 
     pub(crate) fn shape(&self) -> Result<Shape> {
@@ -279,7 +348,7 @@ impl Placement {
     pub(crate) fn layout(&self) -> Result<Layout> {
         let mut strides = vec![0; self.extents.len()];
         let mut running = self.gap;
-        for &k in &self.order {
+        for &k in self.order.iter().filter(|k| !self.broadcast.contains(k)) {
             strides[k] = running;
             running *= self.extents[k];
         }
@@ -293,7 +362,10 @@ impl Placement {
     /// Whether the operand is dense and canonical at offset 0 (a kernel may decline the
     /// other placements at run time, never these).
     pub(crate) fn is_dense(&self) -> bool {
-        self.gap == 1 && self.offset == 0 && self.order.iter().enumerate().all(|(i, &k)| i == k)
+        self.gap == 1
+            && self.offset == 0
+            && self.broadcast.is_empty()
+            && self.order.iter().enumerate().all(|(i, &k)| i == k)
     }
 }
 

@@ -6,13 +6,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use strideweave::carriers::Generic;
 use strideweave::operation::{
     operation_definition, Operand, OperationDefinition, OptionValue, ResolvedInvocation,
 };
 use strideweave::{DType, Error, Result, Tensor, Value};
 
-use crate::cases::{dense, MakeTensor, Placement};
+use crate::cases::{self, dense, Arg, MakeTensor, Placement};
 use crate::operations::{changed, operand_carriers, prototype, snapshots};
 use crate::support::{close, Check, Context, Result2};
 
@@ -21,15 +20,6 @@ use crate::support::{close, Check, Context, Result2};
 type ReferenceFn = dyn Fn(&ResolvedInvocation) -> Result<Vec<Tensor>> + Send + Sync;
 /// Maps a generated value of operand `position` into the operation's domain.
 type DomainFn = dyn Fn(usize, Value) -> Value + Send + Sync;
-
-/// One operand of a declared call.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum CaseArg {
-    /// A tensor of `dtype` with these mode extents (its layouts are the suite's choice).
-    Tensor(DType, Vec<usize>),
-    /// A weak scalar.
-    Scalar(Value),
-}
 
 /// A call of a custom operation the suite can build, declared by the factory
 /// ([`Factory::with_operation_case`](crate::Factory::with_operation_case)): the suite knows
@@ -47,7 +37,10 @@ pub(crate) enum CaseArg {
 #[derive(Clone)]
 pub struct OperationCase {
     operation: String,
-    pub(crate) args: Vec<CaseArg>,
+    pub(crate) args: Vec<Arg>,
+    /// The mode extents of each operand (a tensor's layouts are the suite's choice; a
+    /// scalar's entry is unused).
+    extents: Vec<Vec<usize>>,
     options: Vec<(String, OptionValue)>,
     reference: Option<Arc<ReferenceFn>>,
     domain: Option<Arc<DomainFn>>,
@@ -58,6 +51,7 @@ impl fmt::Debug for OperationCase {
         f.debug_struct("OperationCase")
             .field("operation", &self.operation)
             .field("args", &self.args)
+            .field("extents", &self.extents)
             .field("options", &self.options)
             .field("reference", &self.reference.is_some())
             .finish_non_exhaustive()
@@ -70,6 +64,7 @@ impl OperationCase {
         OperationCase {
             operation: operation.to_string(),
             args: Vec::new(),
+            extents: Vec::new(),
             options: Vec::new(),
             reference: None,
             domain: None,
@@ -83,13 +78,15 @@ impl OperationCase {
 
     /// Appends a tensor operand of `dtype` with mode extents `extents`.
     pub fn tensor(mut self, dtype: DType, extents: &[usize]) -> OperationCase {
-        self.args.push(CaseArg::Tensor(dtype, extents.to_vec()));
+        self.args.push(Arg::Tensor(dtype));
+        self.extents.push(extents.to_vec());
         self
     }
 
     /// Appends a weak-scalar operand.
     pub fn scalar(mut self, value: Value) -> OperationCase {
-        self.args.push(CaseArg::Scalar(value));
+        self.args.push(Arg::Scalar(value));
+        self.extents.push(vec![1]);
         self
     }
 
@@ -137,15 +134,11 @@ impl OperationCase {
     /// The placements the suite runs the case on: dense, then gapped at an offset, offset
     /// only, and (for operands of rank 2 or more) permuted.
     pub(crate) fn geometries(&self) -> Vec<Vec<Placement>> {
-        let extents = |arg: &CaseArg| match arg {
-            CaseArg::Tensor(_, e) => e.clone(),
-            CaseArg::Scalar(_) => vec![1],
-        };
         let each = |f: &dyn Fn(usize, &[usize]) -> Placement| -> Vec<Placement> {
-            self.args
+            self.extents
                 .iter()
                 .enumerate()
-                .map(|(i, a)| f(i, &extents(a)))
+                .map(|(i, e)| f(i, e))
                 .collect()
         };
         let identity = |e: &[usize]| (0..e.len()).collect::<Vec<_>>();
@@ -157,7 +150,8 @@ impl OperationCase {
         if self
             .args
             .iter()
-            .any(|a| matches!(a, CaseArg::Tensor(_, e) if e.len() >= 2))
+            .zip(&self.extents)
+            .any(|(a, e)| matches!(a, Arg::Tensor(_)) && e.len() >= 2)
         {
             all.push(each(&|_, e| {
                 let order: Vec<usize> = (0..e.len()).rev().collect();
@@ -175,16 +169,7 @@ impl OperationCase {
         slots: &[Vec<Value>],
         make: &MakeTensor<'_>,
     ) -> Result<Vec<Operand>> {
-        self.args
-            .iter()
-            .enumerate()
-            .map(|(i, arg)| match arg {
-                CaseArg::Scalar(v) => Ok(Operand::Scalar(*v)),
-                CaseArg::Tensor(d, _) => {
-                    Ok(make(*d, &slots[i], geometry[i].offset, geometry[i].layout()?)?.into())
-                }
-            })
-            .collect()
+        cases::operands(&self.args, geometry, slots, make)
     }
 
     /// The operands on Generic carriers.
@@ -193,9 +178,7 @@ impl OperationCase {
         geometry: &[Placement],
         slots: &[Vec<Value>],
     ) -> Result<Vec<Operand>> {
-        self.operands(geometry, slots, &|d, v, offset, layout| {
-            Tensor::new(Generic::carrier(v, d, true)?, offset, layout)
-        })
+        self.operands(geometry, slots, &cases::generic_tensor)
     }
 
     /// The invocation the definition resolves for the case on Generic operands.
@@ -211,18 +194,7 @@ impl OperationCase {
 
     /// `mylib.op(Float32 (3,4):(1,3)@0, scalar 2)`: the call as messages print it.
     pub(crate) fn describe(&self, geometry: &[Placement]) -> String {
-        let args: Vec<String> = self
-            .args
-            .iter()
-            .enumerate()
-            .map(|(i, a)| match a {
-                CaseArg::Tensor(d, _) => match geometry[i].layout() {
-                    Ok(layout) => format!("{d} {layout}@{}", geometry[i].offset),
-                    Err(error) => format!("{d} <{error}>"),
-                },
-                CaseArg::Scalar(v) => format!("scalar {v}"),
-            })
-            .collect();
+        let args = cases::describe(&self.args, geometry);
         format!("{}({})", self.operation, args.join(", "))
     }
 
@@ -234,15 +206,9 @@ impl OperationCase {
     ) -> Result2<Vec<Vec<Value>>> {
         let mut all = Vec::new();
         for (i, arg) in self.args.iter().enumerate() {
-            all.push(match arg {
-                CaseArg::Scalar(_) => Vec::new(),
-                CaseArg::Tensor(d, _) => {
-                    let layout = cx.ok(geometry[i].layout(), || "a layout".into())?;
-                    let n = geometry[i].offset + layout.cosize();
-                    let values = cx.rng.values(*d, n);
-                    values.into_iter().map(|v| self.in_domain(i, v)).collect()
-                }
-            });
+            let values =
+                cases::slot_values(*arg, &geometry[i], &mut cx.rng, |v| self.in_domain(i, v));
+            all.push(cx.ok(values, || "laying out operands".into())?);
         }
         Ok(all)
     }
@@ -451,7 +417,7 @@ pub(crate) fn custom_gradients(cx: &mut Context<'_>) -> Result2<usize> {
                 .iter()
                 .enumerate()
                 .filter(|(i, a)| {
-                    matches!(a, CaseArg::Tensor(d, _) if *d == DType::FLOAT32)
+                    **a == Arg::Tensor(DType::FLOAT32)
                         && definition
                             .schema()
                             .operands()

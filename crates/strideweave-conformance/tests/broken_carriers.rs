@@ -6,10 +6,17 @@ mod common;
 
 use std::sync::{Arc, OnceLock};
 
+use common::one_kernel_carrier::Slots;
 use common::{ring, ring_running, Flaw};
 use parking_lot::RwLock;
-use strideweave::carrier::{Carrier, DefinitionFreeCarrier};
-use strideweave::{DType, Result, Value};
+use strideweave::carrier::{Carrier, CarrierClass, ClassKind, DefinitionFreeCarrier};
+use strideweave::carriers::extension::{
+    PreparedTransfer, Submitted, TransferPreparation, TransferProvider,
+};
+use strideweave::{
+    register_carrier_definition, CarrierDefinition, DType, Result, StorageProvider, TransferRoute,
+    Value,
+};
 use strideweave_conformance::{carrier_conformance, check, run, Factory, Promise, Verdict};
 
 carrier_conformance!(correct_ring, ring(Flaw::None));
@@ -263,4 +270,197 @@ fn an_int32_add_that_wraps_breaks_the_atomicity_promise() {
     let message = broken_message(&factory, Promise::FailureAtomicity);
     assert!(message.contains("Ring (WrappingAdd): add(Int32 (3,4):(1,3)@0, Int32 (3,4):(1,3)@0) on Int32 values whose last results leave the Int32 range returned a result (last element -2) instead of failing with Overflow"), "{message}");
     assert_eq!(broken_promises(&factory), [Promise::FailureAtomicity]);
+}
+
+#[test]
+fn a_kernel_that_takes_a_broadcast_operand_for_a_scalar_breaks_the_capability_promise() {
+    let factory = ring(Flaw::BroadcastAsScalar);
+    let message = broken_message(&factory, Promise::AdvertisedCapabilities);
+    assert!(
+        message.contains(
+            "Ring (BroadcastAsScalar): neg(Float32 (3,4):(1,0)@0) result 0 element 1 \
+             (colexicographic) is"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("the Generic reference"), "{message}");
+    // Every dense, gapped, offset and permuted geometry still matches: only the broadcast
+    // operands find the fault.
+    assert_eq!(broken_promises(&factory), [Promise::AdvertisedCapabilities]);
+}
+
+/// A definition-free carrier that grows as a move destination but never shrinks: its
+/// `set_extent` only ever adds slots, so a failed move into an empty one leaves it grown.
+struct Pouch(RwLock<Vec<Value>>);
+
+impl DefinitionFreeCarrier for Pouch {
+    const NAME: &'static str = "Pouch";
+
+    fn supports_storage_dtype(&self, dtype: DType) -> bool {
+        dtype == DType::FLOAT32
+    }
+
+    fn size(&self) -> usize {
+        self.0.read().len()
+    }
+
+    fn read(&self, index: usize, _dtype: DType) -> Result<Value> {
+        Ok(self.0.read()[index])
+    }
+
+    fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
+        self.0.write()[index] = value;
+        Ok(())
+    }
+
+    fn release(&self) -> Result<()> {
+        self.0.write().clear();
+        Ok(())
+    }
+
+    fn new_like(&self, values: &[Value], _dtype: DType) -> Result<Self> {
+        Ok(Pouch(RwLock::new(values.to_vec())))
+    }
+
+    fn allocate_like(&self, size: usize, _dtype: DType, _empty: bool) -> Result<Self> {
+        Ok(Pouch(RwLock::new(vec![Value::Float(0.0); size])))
+    }
+
+    fn grows_as_destination(&self) -> bool {
+        true
+    }
+
+    fn set_extent(&self, slots: usize, _dtype: DType) -> Result<()> {
+        let mut values = self.0.write();
+        if slots > values.len() {
+            values.resize(slots, Value::Float(0.0));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_grown_destination_that_does_not_shrink_back_breaks_the_atomicity_promise() {
+    let factory = Factory::new("Pouch", |dtype, values| {
+        Carrier::new(Pouch(RwLock::new(values.to_vec())), dtype, true)
+    });
+    let message = broken_message(&factory, Promise::FailureAtomicity);
+    assert!(message.contains("broken promise 'failures publish nothing': Pouch: a move from a definition-free carrier whose third read fails into an empty carrier of the class (which grows as a move destination) failed but changed its destination: size changed from 0 to 5; a grown destination must shrink back to empty (set_extent(0))"), "{message}");
+    assert_eq!(broken_promises(&factory), [Promise::FailureAtomicity]);
+}
+
+#[test]
+fn a_shrinking_growable_destination_keeps_the_atomicity_promise_through_the_tripwire() {
+    /// The Pouch done right: `set_extent` sets the size, down to empty.
+    struct Sack(Pouch);
+    impl DefinitionFreeCarrier for Sack {
+        const NAME: &'static str = "Sack";
+        fn supports_storage_dtype(&self, dtype: DType) -> bool {
+            self.0.supports_storage_dtype(dtype)
+        }
+        fn size(&self) -> usize {
+            self.0.size()
+        }
+        fn read(&self, index: usize, dtype: DType) -> Result<Value> {
+            self.0.read(index, dtype)
+        }
+        fn write(&self, index: usize, value: Value, dtype: DType) -> Result<()> {
+            self.0.write(index, value, dtype)
+        }
+        fn release(&self) -> Result<()> {
+            self.0.release()
+        }
+        fn new_like(&self, values: &[Value], dtype: DType) -> Result<Self> {
+            self.0.new_like(values, dtype).map(Sack)
+        }
+        fn allocate_like(&self, size: usize, dtype: DType, empty: bool) -> Result<Self> {
+            self.0.allocate_like(size, dtype, empty).map(Sack)
+        }
+        fn grows_as_destination(&self) -> bool {
+            true
+        }
+        fn set_extent(&self, slots: usize, _dtype: DType) -> Result<()> {
+            self.0 .0.write().resize(slots, Value::Float(0.0));
+            Ok(())
+        }
+    }
+    let factory = Factory::new("Sack", |dtype, values| {
+        Carrier::new(Sack(Pouch(RwLock::new(values.to_vec()))), dtype, true)
+    });
+    let outcome = check(&factory, Promise::FailureAtomicity);
+    assert_eq!(outcome.verdict, Verdict::Kept, "{outcome:?}");
+    assert_eq!(
+        outcome.notes[0],
+        "3 moves with a definition-free end failing half way left both ends unchanged"
+    );
+}
+
+/// A storage-only Sender class with a route to a Bin class that the factory names as a move
+/// destination; with `short` the route copies one slot too few.
+fn sender_to_bin(short: bool) -> Factory {
+    let sender = CarrierClass::mint("Sender", ClassKind::Independent);
+    let bin = CarrierClass::mint("Bin", ClassKind::Independent);
+    let provider = TransferProvider::new(move |request| {
+        let request = request.clone();
+        Ok(TransferPreparation::Transfer(PreparedTransfer::new(
+            move || {
+                let source = request.tensor();
+                let span = request.physical_span() - usize::from(short);
+                for slot in 0..span {
+                    request.write(slot, source.carrier().get(source.offset() + slot)?)?;
+                }
+                Ok(Submitted::Ready(()))
+            },
+        )))
+    });
+    let route = TransferRoute::new(sender, bin, "sender-to-bin", provider).unwrap();
+    let storage = || StorageProvider::from_slots::<Slots>();
+    let definition = CarrierDefinition::new(storage())
+        .with_transfers(vec![route])
+        .unwrap();
+    register_carrier_definition(sender, definition).unwrap();
+    register_carrier_definition(bin, CarrierDefinition::new(storage())).unwrap();
+    let make = |class| {
+        move |dtype, values: &[Value]| {
+            let carrier = Carrier::create(class, Slots::default(), values.len(), dtype, true)?;
+            for (i, value) in values.iter().enumerate() {
+                carrier.set(i, *value)?;
+            }
+            Ok(carrier)
+        }
+    };
+    let to_bin = make(bin);
+    Factory::new(
+        if short {
+            "Sender (short route)"
+        } else {
+            "Sender"
+        },
+        make(sender),
+    )
+    .with_destination("Bin", move |dtype, slots| {
+        to_bin(dtype, &vec![Value::Float(0.0); slots])
+    })
+}
+
+#[test]
+fn a_route_to_a_named_destination_that_drops_a_slot_breaks_the_move_promise() {
+    let message = broken_message(&sender_to_bin(true), Promise::CpuMoves);
+    assert!(
+        message.starts_with(
+            "broken promise 'moves to and from the CPU': Sender (short route): moving 1 \
+             Float32 values to Bin gave 0.0 at 0, not 0.5"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("how to read this: a move along a route lost or changed values"),
+        "{message}"
+    );
+    let report = run(&sender_to_bin(false));
+    assert!(report.is_conformant(), "{report}");
+    assert_eq!(
+        report.outcome(Promise::CpuMoves).unwrap().notes,
+        ["moves to Bin carried their values", "0 moves took a route"]
+    );
 }

@@ -104,7 +104,7 @@ fn the_one_kernel_carrier_runs_neg_and_its_gradient() {
         ran[0].starts_with("ran neg with operands (tensor Float32->Float32)"),
         "{ran:?}"
     );
-    assert!(ran[0].ends_with("on 6 geometries"), "{ran:?}");
+    assert!(ran[0].ends_with("on 9 geometries"), "{ran:?}");
     assert_eq!(
         report.outcome(Promise::Gradients).unwrap().verdict,
         Verdict::Kept

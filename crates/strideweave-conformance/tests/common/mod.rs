@@ -1,7 +1,11 @@
-//! The Ring carrier the suite's own tests break in one way at a time: Float32 slots, `neg`
-//! and `relu` kernels, and a fault injector consulted by every callback.
+//! What the suite's own tests share: the Ring carrier they break in one way at a time
+//! (Float32 slots, `neg` and `relu` kernels, and a fault injector consulted by every
+//! callback), and the README's one-kernel carrier's Float32 slots.
 
 #![allow(dead_code)]
+
+#[path = "../../examples/one_kernel_carrier.rs"]
+pub mod one_kernel_carrier;
 
 use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
 use strideweave::carriers::extension::{
@@ -37,6 +41,9 @@ pub enum Flaw {
     AllocatesThenDeclines,
     /// The Int32 `add` kernel wraps around instead of failing with Overflow.
     WrappingAdd,
+    /// `neg` takes an operand whose elements share slots (a broadcast, stride 0) for a
+    /// scalar and repeats its first element.
+    BroadcastAsScalar,
 }
 
 /// The Ring carrier's state: Float32 slots.
@@ -128,7 +135,13 @@ fn unary_kernel(
                         spec.dtype(),
                         true,
                     )?;
-                    for (i, value) in x.to_values()?.into_iter().enumerate() {
+                    let mut values = x.to_values()?;
+                    let aliased = x.layout().cosize() < x.layout().size();
+                    if flaw == Flaw::BroadcastAsScalar && aliased {
+                        let first = values[0];
+                        values.iter_mut().for_each(|v| *v = first);
+                    }
+                    for (i, value) in values.into_iter().enumerate() {
                         let x = value.as_f64().unwrap_or(f64::NAN);
                         let y = match (flaw, name) {
                             (Flaw::WrongKernel, _) => x,
