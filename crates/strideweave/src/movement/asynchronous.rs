@@ -331,6 +331,16 @@ impl PendingMove {
             }
             Tensor::new(destination.clone(), 0, tensor.layout().clone())
         });
+        // A move releases its source before the destination is published: a source whose
+        // release fails stays live, and the destination gets its slots back, so the failed
+        // move publishes nothing.
+        let committed = committed.and_then(|moved| match kind {
+            Kind::Move => source_claim.release_carrier().map(|()| moved),
+            Kind::Copy => {
+                drop(source_claim);
+                Ok(moved)
+            }
+        });
         let moved = match committed {
             Ok(moved) => moved,
             Err(error) => {
@@ -343,10 +353,6 @@ impl PendingMove {
             }
         };
         destination.bump_version();
-        match kind {
-            Kind::Move => source_claim.release_carrier()?,
-            Kind::Copy => drop(source_claim),
-        }
         drop(destination_claim);
         crate::autograd::record_move(&tensor, &moved, grad_enabled);
         Ok(moved)
