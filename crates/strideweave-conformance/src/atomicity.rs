@@ -11,9 +11,9 @@ use std::rc::Rc;
 use strideweave::carriers::Cpu;
 use strideweave::movement::move_to;
 use strideweave::operation::{call, Accumulation, Arithmetic};
-use strideweave::{Carrier, DType, ErrorKind, Result, Shape, Tensor, Value};
+use strideweave::{Carrier, DType, ErrorKind, Layout, Result, Shape, Stride, Tensor, Value};
 
-use crate::cases::{dense, Arg, Placement, Template};
+use crate::cases::{dense, generic_tensor, Arg, Placement, Template};
 use crate::faults::FaultHook;
 use crate::operations::{build, changed, operand_carriers, prototype, snapshots};
 use crate::support::{Check, Context, Result2, Snapshot};
@@ -419,6 +419,10 @@ fn injected(cx: &mut Context<'_>, faults: &dyn FaultHook) -> Check {
         });
     }
 
+    if let Some(action) = scatter_action(cx, dtype)? {
+        actions.push(action);
+    }
+
     let capabilities = prototype(cx)?.capabilities();
     for capability in capabilities.iter() {
         let Some(template) = Template::for_plan(capability.plan()) else {
@@ -455,6 +459,43 @@ fn injected(cx: &mut Context<'_>, faults: &dyn FaultHook) -> Check {
         actions.len()
     ));
     Ok(())
+}
+
+/// Scattering into slots 1, 3, 5 and 7 of a 9-slot carrier of the class values other than
+/// theirs (so a write that lands shows), when the class takes a scatter from a Generic
+/// source; `None` when it does not (NotImplemented or a refused source, nothing changed).
+fn scatter_action<'a>(cx: &mut Context<'a>, dtype: DType) -> Result2<Option<Action<'a>>> {
+    let values = cx.rng.values(dtype, 9);
+    let receiver = cx.carrier(dtype, &values)?;
+    let scatter = {
+        let receiver = receiver.clone();
+        move || -> Result<()> {
+            let slots = [1usize, 3, 5, 7];
+            let others = slots
+                .iter()
+                .map(|&s| Ok(other_than(receiver.get(s)?)))
+                .collect::<Result<Vec<Value>>>()?;
+            let dense = Layout::new(Shape::new(4)?, Stride::new(1)?)?;
+            let source = generic_tensor(dtype, &others, 0, dense)?;
+            let destination = Tensor::compact(receiver.clone(), Shape::new(9)?)?;
+            let mapping = Layout::new(Shape::new(4)?, Stride::new(2)?)?;
+            receiver.scatter(&source, &destination, &mapping, 1)
+        }
+    };
+    match scatter() {
+        Err(error) if matches!(error.kind(), ErrorKind::NotImplemented | ErrorKind::Type) => {
+            Ok(None)
+        }
+        other => {
+            cx.ok(other, || "scattering into a 9-slot carrier".into())?;
+            Ok(Some(Action {
+                what: "scattering 4 values into a 9-slot carrier".into(),
+                watched: Box::new(move || vec![receiver.clone()]),
+                run: Box::new(scatter),
+                refresh: Box::new(keep),
+            }))
+        }
+    }
 }
 
 /// Fails `action` at each pass through `point` in turn; returns how many failures fired.

@@ -3,9 +3,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use strideweave::{Carrier, DType, Layout, Result, Tensor, Value};
+use strideweave::{Carrier, CarrierClass, DType, Layout, Result, Tensor, Value};
 
 use crate::custom::OperationCase;
+use crate::facets::FacetProbe;
 use crate::faults::FaultHook;
 
 /// The carrier class under test, as the suite sees it: a source of fresh carriers plus
@@ -92,6 +93,19 @@ pub trait CarrierFactory {
     fn tolerance(&self, operation: &str) -> (f64, f64) {
         default_tolerance(operation)
     }
+
+    /// The facet types the class's definition registers (see [`FacetProbe`]); default none.
+    /// The suite finds each by its exact type on every carrier of the class.
+    fn facets(&self) -> Vec<FacetProbe> {
+        Vec::new()
+    }
+
+    /// A fresh class of the kind under test that nothing has constructed or queried yet,
+    /// with a factory of its carriers; default `None`. Kernel packs attach only before a
+    /// class is observed, so the suite registers its packs on this class.
+    fn fresh_class(&self) -> Option<Result<(CarrierClass, Factory)>> {
+        None
+    }
 }
 
 /// The tolerance the suite compares a value of `operation` with against the Generic
@@ -111,6 +125,7 @@ pub fn default_tolerance(operation: &str) -> (f64, f64) {
 type MakeFn = dyn Fn(DType, &[Value]) -> Result<Carrier> + Send + Sync;
 type TensorFn = dyn Fn(DType, &[Value], usize, Layout) -> Result<Tensor> + Send + Sync;
 type DestinationFn = dyn Fn(DType, usize) -> Result<Carrier> + Send + Sync;
+type FreshFn = dyn Fn() -> Result<(CarrierClass, Factory)> + Send + Sync;
 
 /// A [`CarrierFactory`] built from a closure: `Factory::new("Ring", |dtype, values| ...)`.
 #[derive(Clone)]
@@ -124,6 +139,8 @@ pub struct Factory {
     tolerances: HashMap<String, (f64, f64)>,
     destinations: Vec<(String, Arc<DestinationFn>)>,
     cases: Vec<OperationCase>,
+    facets: Vec<FacetProbe>,
+    fresh: Option<Arc<FreshFn>>,
 }
 
 impl Factory {
@@ -142,7 +159,27 @@ impl Factory {
             tolerances: HashMap::new(),
             destinations: Vec::new(),
             cases: Vec::new(),
+            facets: Vec::new(),
+            fresh: None,
         }
+    }
+
+    /// This factory declaring that its class's definition registers the facet type `F`
+    /// (see [`CarrierFactory::facets`]).
+    pub fn with_facet<F: strideweave::carriers::extension::CarrierFacet>(mut self) -> Factory {
+        self.facets.push(FacetProbe::of::<F>());
+        self
+    }
+
+    /// This factory with `define`, which defines a fresh class of the kind under test and
+    /// returns it with a factory of its carriers, constructing and querying nothing (see
+    /// [`CarrierFactory::fresh_class`]).
+    pub fn with_fresh_class(
+        mut self,
+        define: impl Fn() -> Result<(CarrierClass, Factory)> + Send + Sync + 'static,
+    ) -> Factory {
+        self.fresh = Some(Arc::new(define));
+        self
     }
 
     /// This factory building operand tensors with `tensor` (see
@@ -258,5 +295,13 @@ impl CarrierFactory for Factory {
             .get(operation)
             .copied()
             .unwrap_or_else(|| default_tolerance(operation))
+    }
+
+    fn facets(&self) -> Vec<FacetProbe> {
+        self.facets.clone()
+    }
+
+    fn fresh_class(&self) -> Option<Result<(CarrierClass, Factory)>> {
+        self.fresh.as_ref().map(|define| define())
     }
 }

@@ -12,8 +12,10 @@
 //! every advertised capability executes and matches the Generic reference on edge sizes and
 //! random strides; every advertised custom operation matches its declared reference; unadvertised plans are refused before anything is allocated; failures
 //! injected through the carrier's own callbacks (a [`FaultInjector`]) publish nothing; moves
-//! to and from the CPU; and gradients of the advertised differentiable operations against
-//! finite differences.
+//! to and from the CPU; gradients of the advertised differentiable operations against
+//! finite differences; carrier scatter and TiledEvictable projections; `move_async`'s
+//! completion handle; kernel packs selected in order on a fresh class; and typed facets
+//! found by exact type.
 //!
 //! ```
 //! use strideweave::carriers::Generic;
@@ -24,21 +26,26 @@
 //! assert_eq!(outcome.verdict, Verdict::Kept);
 //! ```
 
+mod async_moves;
 mod atomicity;
 mod cases;
 mod custom;
 mod differences;
+mod facets;
 mod factory;
 mod faults;
 mod gradients;
 mod movement;
 mod operations;
+mod packs;
 mod report;
+mod scatter;
 mod storage;
 mod support;
 mod tripwire;
 
 pub use custom::OperationCase;
+pub use facets::FacetProbe;
 pub use factory::{default_tolerance, CarrierFactory, Factory};
 pub use faults::{FaultHook, FaultInjector};
 pub use report::{Broken, Outcome, Promise, Report, Verdict};
@@ -60,6 +67,10 @@ pub fn check(factory: &dyn CarrierFactory, promise: Promise) -> Outcome {
         Promise::FailureAtomicity => atomicity::failures(&mut cx),
         Promise::CpuMoves => movement::cpu_moves(&mut cx),
         Promise::Gradients => gradients::gradients(&mut cx),
+        Promise::Scatter => scatter::scatter(&mut cx),
+        Promise::AsyncMoves => async_moves::async_moves(&mut cx),
+        Promise::KernelPacks => packs::kernel_packs(&mut cx),
+        Promise::Facets => facets::facets(&mut cx),
     };
     let verdict = match (result, cx.not_applicable.take()) {
         (Err(broken), _) => Verdict::Broken(broken),
@@ -179,6 +190,26 @@ macro_rules! carrier_conformance {
             #[test]
             fn gradients_match_finite_differences() {
                 $crate::assert_promise(&factory(), $crate::Promise::Gradients);
+            }
+
+            #[test]
+            fn scatter_writes_exactly_its_slots() {
+                $crate::assert_promise(&factory(), $crate::Promise::Scatter);
+            }
+
+            #[test]
+            fn asynchronous_moves_complete_once() {
+                $crate::assert_promise(&factory(), $crate::Promise::AsyncMoves);
+            }
+
+            #[test]
+            fn kernel_packs_are_selected_in_order() {
+                $crate::assert_promise(&factory(), $crate::Promise::KernelPacks);
+            }
+
+            #[test]
+            fn facets_are_found_by_exact_type() {
+                $crate::assert_promise(&factory(), $crate::Promise::Facets);
             }
         }
     };

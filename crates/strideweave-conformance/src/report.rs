@@ -46,11 +46,28 @@ pub enum Promise {
     /// The gradient of every advertised differentiable operation matches central finite
     /// differences of the carrier's own forward.
     Gradients,
+    /// Where the class supports carrier scatter, a scatter writes exactly the slots its
+    /// mapping names and bumps the version once, and a refused one (not injective, out of
+    /// range, immutable) changes nothing; for TiledEvictable tensors, `project` gathers the
+    /// selected tiles and `TiledEvictable::scatter` writes them into a fresh carrier.
+    Scatter,
+    /// `move_async` to the CPU and to every named destination gives a handle that is done
+    /// once waited, returns the same tensor on every wait, carries the values, bumps the
+    /// destination's version once and releases the source; a failing one publishes nothing.
+    AsyncMoves,
+    /// On a fresh class of the kind under test, kernel packs are selected deterministically:
+    /// a declining kernel passes to the next, the first accepting one in preference and
+    /// `(namespace, version)` order runs, a pack for another class never does, and a pack
+    /// registered once the class is observed is refused.
+    KernelPacks,
+    /// Every facet the factory declares is found by its exact type on every carrier of the
+    /// class and names itself by that type; an unregistered facet type answers none.
+    Facets,
 }
 
 impl Promise {
     /// Every promise, in the order the suite checks them.
-    pub const ALL: [Promise; 11] = [
+    pub const ALL: [Promise; 15] = [
         Promise::StorageReads,
         Promise::StorageWrites,
         Promise::StorageRelease,
@@ -62,6 +79,10 @@ impl Promise {
         Promise::FailureAtomicity,
         Promise::CpuMoves,
         Promise::Gradients,
+        Promise::Scatter,
+        Promise::AsyncMoves,
+        Promise::KernelPacks,
+        Promise::Facets,
     ];
 
     /// The promise's name, as failure messages and reports print it.
@@ -78,6 +99,10 @@ impl Promise {
             Promise::FailureAtomicity => "failures publish nothing",
             Promise::CpuMoves => "moves to and from the CPU",
             Promise::Gradients => "gradients match finite differences",
+            Promise::Scatter => "scatter writes exactly its slots",
+            Promise::AsyncMoves => "asynchronous moves complete once",
+            Promise::KernelPacks => "kernel packs are selected in order",
+            Promise::Facets => "facets are found by exact type",
         }
     }
 
@@ -137,6 +162,27 @@ impl Promise {
                 "the backward of an advertised operation disagrees with finite differences of \
                  its forward on this carrier, or could not run; the message names the operand \
                  and element"
+            }
+            Promise::Scatter => {
+                "a scatter wrote other slots or values than its mapping names, moved the version \
+                 by other than one, or a refused scatter changed the carrier; a class's bulk \
+                 write (write_all) must write every pair it is given, all or nothing"
+            }
+            Promise::AsyncMoves => {
+                "an asynchronous move's handle was not done after its wait, gave two outcomes, \
+                 or its tensor lacked values; a transfer provider's completion must report \
+                 success only once its writes are done, and a failure must leave both ends as \
+                 they were"
+            }
+            Promise::KernelPacks => {
+                "a pack could not be attached to the fresh class (something constructed or \
+                 queried it first: with_fresh_class must return a class nothing has observed), \
+                 or a call ran another kernel than the first accepting one in order"
+            }
+            Promise::Facets => {
+                "a facet the factory declares is not registered under exactly that type by the \
+                 class's definition (CarrierDefinition::with_facets), or its facet_name does \
+                 not name its type, or an unregistered facet type was found"
             }
         }
     }

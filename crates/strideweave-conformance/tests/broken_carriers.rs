@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, OnceLock};
 
 use common::one_kernel_carrier::Slots;
-use common::{ring, ring_running, Flaw};
+use common::{ring, ring_running, Bag, BagFlaw, Flaw};
 use parking_lot::RwLock;
 use strideweave::carrier::{Carrier, CarrierClass, ClassKind, DefinitionFreeCarrier};
 use strideweave::carriers::extension::{
@@ -289,104 +289,17 @@ fn a_kernel_that_takes_a_broadcast_operand_for_a_scalar_breaks_the_capability_pr
     assert_eq!(broken_promises(&factory), [Promise::AdvertisedCapabilities]);
 }
 
-/// A definition-free carrier that grows as a move destination but never shrinks: its
-/// `set_extent` only ever adds slots, so a failed move into an empty one leaves it grown.
-struct Pouch(RwLock<Vec<Value>>);
-
-impl DefinitionFreeCarrier for Pouch {
-    const NAME: &'static str = "Pouch";
-
-    fn supports_storage_dtype(&self, dtype: DType) -> bool {
-        dtype == DType::FLOAT32
-    }
-
-    fn size(&self) -> usize {
-        self.0.read().len()
-    }
-
-    fn read(&self, index: usize, _dtype: DType) -> Result<Value> {
-        Ok(self.0.read()[index])
-    }
-
-    fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
-        self.0.write()[index] = value;
-        Ok(())
-    }
-
-    fn release(&self) -> Result<()> {
-        self.0.write().clear();
-        Ok(())
-    }
-
-    fn new_like(&self, values: &[Value], _dtype: DType) -> Result<Self> {
-        Ok(Pouch(RwLock::new(values.to_vec())))
-    }
-
-    fn allocate_like(&self, size: usize, _dtype: DType, _empty: bool) -> Result<Self> {
-        Ok(Pouch(RwLock::new(vec![Value::Float(0.0); size])))
-    }
-
-    fn grows_as_destination(&self) -> bool {
-        true
-    }
-
-    fn set_extent(&self, slots: usize, _dtype: DType) -> Result<()> {
-        let mut values = self.0.write();
-        if slots > values.len() {
-            values.resize(slots, Value::Float(0.0));
-        }
-        Ok(())
-    }
-}
-
 #[test]
 fn a_grown_destination_that_does_not_shrink_back_breaks_the_atomicity_promise() {
-    let factory = Factory::new("Pouch", |dtype, values| {
-        Carrier::new(Pouch(RwLock::new(values.to_vec())), dtype, true)
-    });
+    let factory = Bag::factory("Bag (NeverShrinks)", BagFlaw::NeverShrinks);
     let message = broken_message(&factory, Promise::FailureAtomicity);
-    assert!(message.contains("broken promise 'failures publish nothing': Pouch: a move from a definition-free carrier whose third read fails into an empty carrier of the class (which grows as a move destination) failed but changed its destination: size changed from 0 to 5; a grown destination must shrink back to empty (set_extent(0))"), "{message}");
+    assert!(message.contains("broken promise 'failures publish nothing': Bag (NeverShrinks): a move from a definition-free carrier whose third read fails into an empty carrier of the class (which grows as a move destination) failed but changed its destination: size changed from 0 to 5; a grown destination must shrink back to empty (set_extent(0))"), "{message}");
     assert_eq!(broken_promises(&factory), [Promise::FailureAtomicity]);
 }
 
 #[test]
 fn a_shrinking_growable_destination_keeps_the_atomicity_promise_through_the_tripwire() {
-    /// The Pouch done right: `set_extent` sets the size, down to empty.
-    struct Sack(Pouch);
-    impl DefinitionFreeCarrier for Sack {
-        const NAME: &'static str = "Sack";
-        fn supports_storage_dtype(&self, dtype: DType) -> bool {
-            self.0.supports_storage_dtype(dtype)
-        }
-        fn size(&self) -> usize {
-            self.0.size()
-        }
-        fn read(&self, index: usize, dtype: DType) -> Result<Value> {
-            self.0.read(index, dtype)
-        }
-        fn write(&self, index: usize, value: Value, dtype: DType) -> Result<()> {
-            self.0.write(index, value, dtype)
-        }
-        fn release(&self) -> Result<()> {
-            self.0.release()
-        }
-        fn new_like(&self, values: &[Value], dtype: DType) -> Result<Self> {
-            self.0.new_like(values, dtype).map(Sack)
-        }
-        fn allocate_like(&self, size: usize, dtype: DType, empty: bool) -> Result<Self> {
-            self.0.allocate_like(size, dtype, empty).map(Sack)
-        }
-        fn grows_as_destination(&self) -> bool {
-            true
-        }
-        fn set_extent(&self, slots: usize, _dtype: DType) -> Result<()> {
-            self.0 .0.write().resize(slots, Value::Float(0.0));
-            Ok(())
-        }
-    }
-    let factory = Factory::new("Sack", |dtype, values| {
-        Carrier::new(Sack(Pouch(RwLock::new(values.to_vec()))), dtype, true)
-    });
+    let factory = Bag::factory("Bag", BagFlaw::None);
     let outcome = check(&factory, Promise::FailureAtomicity);
     assert_eq!(outcome.verdict, Verdict::Kept, "{outcome:?}");
     assert_eq!(

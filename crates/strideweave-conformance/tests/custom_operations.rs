@@ -4,10 +4,13 @@
 //! kernel, a wrong backward rule, a missing case and a missing reference each break the
 //! promise that names them.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::one_kernel_carrier::Slots;
+
 use strideweave::carrier::{Carrier, ClassKind};
-use strideweave::carriers::extension::SlotStorage;
 use strideweave::operation::{
     call, define_operation, Arithmetic, BoundOperationCall, OperandKind, OperandPlan, OperandSpec,
     OperationCapability, OperationPlan, OperationSchema, ReferenceFn, ResolvedInvocation,
@@ -15,30 +18,6 @@ use strideweave::operation::{
 };
 use strideweave::*;
 use strideweave_conformance::{check, Factory, OperationCase, Promise, Verdict};
-
-/// Float32 slots.
-#[derive(Default)]
-struct Slots(Vec<f32>);
-
-impl SlotStorage for Slots {
-    fn supports_dtype(&self, dtype: DType) -> bool {
-        dtype == DType::FLOAT32
-    }
-    fn physical_size(&self) -> usize {
-        self.0.len()
-    }
-    fn allocate(&mut self, slots: usize, _: DType) -> Result<()> {
-        self.0 = vec![0.0; slots];
-        Ok(())
-    }
-    fn read(&self, i: usize) -> Result<Value> {
-        Ok(Value::Float(self.0[i].into()))
-    }
-    fn write(&mut self, i: usize, value: Value) -> Result<()> {
-        self.0[i] = value.as_f64().unwrap_or(f64::NAN) as f32;
-        Ok(())
-    }
-}
 
 /// What to get wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

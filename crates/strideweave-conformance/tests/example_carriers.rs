@@ -57,6 +57,10 @@ fn the_null_carrier_keeps_its_storage_promises_and_advertises_nothing() {
             (Promise::FailureAtomicity, "not applicable"),
             (Promise::CpuMoves, "not applicable"),
             (Promise::Gradients, "not applicable"),
+            (Promise::Scatter, "kept"),
+            (Promise::AsyncMoves, "not applicable"),
+            (Promise::KernelPacks, "not applicable"),
+            (Promise::Facets, "kept"),
         ]
     );
     let refused = &report.outcome(Promise::UnadvertisedPlans).unwrap().notes[0];
@@ -84,6 +88,9 @@ fn the_storage_only_carrier_moves_to_the_cpu_and_advertises_nothing() {
             Promise::DtypeAnswers,
             Promise::UnadvertisedPlans,
             Promise::CpuMoves,
+            Promise::Scatter,
+            Promise::AsyncMoves,
+            Promise::Facets,
         ],
         "{report}"
     );

@@ -93,3 +93,26 @@ fn gpu_moves_to_and_from_the_cpu() {
 fn gpu_gradients_match_finite_differences() {
     promise("gpu_gradients_match_finite_differences", Promise::Gradients);
 }
+
+#[test]
+fn gpu_scatter_writes_exactly_its_slots() {
+    promise("gpu_scatter_writes_exactly_its_slots", Promise::Scatter);
+}
+
+#[test]
+fn gpu_asynchronous_moves_complete_once() {
+    promise("gpu_asynchronous_moves_complete_once", Promise::AsyncMoves);
+}
+
+#[test]
+fn gpu_kernel_packs_are_selected_in_order() {
+    promise(
+        "gpu_kernel_packs_are_selected_in_order",
+        Promise::KernelPacks,
+    );
+}
+
+#[test]
+fn gpu_facets_are_found_by_exact_type() {
+    promise("gpu_facets_are_found_by_exact_type", Promise::Facets);
+}

@@ -241,10 +241,108 @@ pub fn ring(flaw: Flaw) -> Factory {
 
 /// A factory over a fresh Ring class with `flaw` running `kernels` (see [`define_ring`]).
 pub fn ring_running(flaw: Flaw, kernels: &[&'static str]) -> Factory {
+    let kernels = kernels.to_vec();
+    let (_, factory) = ring_parts(flaw, &kernels);
+    factory.with_fresh_class(move || Ok(ring_parts(flaw, &kernels)))
+}
+
+/// A fresh Ring class with `flaw` running `kernels`, and a factory over it without a
+/// fresh-class hook.
+pub fn ring_parts(flaw: Flaw, kernels: &[&'static str]) -> (CarrierClass, Factory) {
     let faults = ring_faults();
     let class = define_ring(flaw, &faults, kernels);
-    Factory::new(format!("Ring ({flaw:?})"), move |dtype, values| {
+    let factory = Factory::new(format!("Ring ({flaw:?})"), move |dtype, values| {
         ring_carrier(class, dtype, values)
     })
-    .with_faults(faults)
+    .with_faults(faults);
+    (class, factory)
+}
+
+/// How a [`Bag`] is broken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BagFlaw {
+    /// None: a correct definition-free carrier that grows as a move destination.
+    None,
+    /// `set_extent` only ever adds slots, so a failed move into an empty Bag leaves it grown.
+    NeverShrinks,
+    /// The bulk write (`write_all`, what scatter uses) stores only the first pair it is given.
+    DropsBulkPairs,
+}
+
+/// A definition-free carrier of Float32 values that grows as a move destination, broken by
+/// its [`BagFlaw`].
+pub struct Bag {
+    values: parking_lot::RwLock<Vec<Value>>,
+    flaw: BagFlaw,
+}
+
+impl Bag {
+    /// A factory named `name` of Bags with `flaw`.
+    pub fn factory(name: &str, flaw: BagFlaw) -> Factory {
+        Factory::new(name, move |dtype, values| {
+            Carrier::new(Bag::holding(values.to_vec(), flaw), dtype, true)
+        })
+    }
+
+    fn holding(values: Vec<Value>, flaw: BagFlaw) -> Bag {
+        Bag {
+            values: parking_lot::RwLock::new(values),
+            flaw,
+        }
+    }
+}
+
+impl strideweave::carrier::DefinitionFreeCarrier for Bag {
+    const NAME: &'static str = "Bag";
+
+    fn supports_storage_dtype(&self, dtype: DType) -> bool {
+        dtype == DType::FLOAT32
+    }
+
+    fn size(&self) -> usize {
+        self.values.read().len()
+    }
+
+    fn read(&self, index: usize, _dtype: DType) -> Result<Value> {
+        Ok(self.values.read()[index])
+    }
+
+    fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
+        self.values.write()[index] = value;
+        Ok(())
+    }
+
+    fn write_all(&self, writes: &[(usize, Value)], dtype: DType) -> Result<()> {
+        let kept = match self.flaw {
+            BagFlaw::DropsBulkPairs => &writes[..writes.len().min(1)],
+            _ => writes,
+        };
+        kept.iter()
+            .try_for_each(|&(index, value)| self.write(index, value, dtype))
+    }
+
+    fn release(&self) -> Result<()> {
+        self.values.write().clear();
+        Ok(())
+    }
+
+    fn new_like(&self, values: &[Value], _dtype: DType) -> Result<Self> {
+        Ok(Bag::holding(values.to_vec(), self.flaw))
+    }
+
+    fn allocate_like(&self, size: usize, _dtype: DType, _empty: bool) -> Result<Self> {
+        Ok(Bag::holding(vec![Value::Float(0.0); size], self.flaw))
+    }
+
+    fn grows_as_destination(&self) -> bool {
+        true
+    }
+
+    fn set_extent(&self, slots: usize, _dtype: DType) -> Result<()> {
+        let mut values = self.values.write();
+        if self.flaw != BagFlaw::NeverShrinks || slots > values.len() {
+            values.resize(slots, Value::Float(0.0));
+        }
+        Ok(())
+    }
 }

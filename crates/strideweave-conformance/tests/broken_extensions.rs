@@ -1,0 +1,322 @@
+//! The suite's own tests of the extension promises — scatter, asynchronous moves, kernel
+//! packs and typed facets: a correct carrier keeps each, and a carrier broken in one way
+//! breaks exactly the promise that names it, with the message asserted.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::one_kernel_carrier::Slots;
+use common::{define_ring, ring_carrier, ring_faults, ring_running, Bag, BagFlaw, Flaw};
+use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
+use strideweave::carriers::extension::{
+    CarrierFacet, CompletionCell, PreparedTransfer, ProviderCompletion, Submitted,
+    TransferPreparation, TransferProvider, TransferRequest,
+};
+use strideweave::carriers::Cpu;
+use strideweave::{
+    register_carrier_definition, CarrierDefinition, DType, Result, StorageProvider, TransferRoute,
+    Value,
+};
+use strideweave_conformance::{check, run, Factory, Promise, Verdict};
+
+/// The message of the broken promise `promise` of `factory`, failing the test when it held.
+fn broken_message(factory: &Factory, promise: Promise) -> String {
+    match check(factory, promise).verdict {
+        Verdict::Broken(broken) => {
+            assert_eq!(broken.promise, promise);
+            broken.to_string()
+        }
+        other => panic!("{promise} should have broken, got {other:?}"),
+    }
+}
+
+/// A factory of carriers of the definition-backed `class` over [`Slots`], named `name`.
+fn slots_factory(name: &str, class: CarrierClass) -> Factory {
+    Factory::new(name, move |dtype, values| {
+        let carrier = Carrier::create(class, Slots::default(), values.len(), dtype, true)?;
+        for (i, value) in values.iter().enumerate() {
+            carrier.set(i, *value)?;
+        }
+        Ok(carrier)
+    })
+}
+
+// Scatter.
+
+#[test]
+fn a_bulk_write_that_drops_pairs_breaks_the_scatter_promise() {
+    let factory = Bag::factory("Bag (DropsBulkPairs)", BagFlaw::DropsBulkPairs);
+    let message = broken_message(&factory, Promise::Scatter);
+    assert!(
+        message.starts_with(
+            "broken promise 'scatter writes exactly its slots': Bag (DropsBulkPairs): after \
+             scattering 4 Float32 values from a Bag tensor through 4:2 at mapping offset 1 into a 9-slot \
+             carrier, slot 3 is"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("how to read this: a scatter wrote other slots or values"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_correct_ring_scatters_atomically_under_injected_faults() {
+    let report = run(&ring_running(Flaw::None, &["neg"]));
+    assert!(report.is_conformant(), "{report}");
+    let scatter = report.outcome(Promise::Scatter).unwrap();
+    assert_eq!(
+        scatter.notes,
+        [
+            "6 scatters through 2 mappings wrote exactly their slots; non-injective, out-of-range \
+          and immutable scatters refused with nothing changed"
+        ]
+    );
+    let atomicity = report.outcome(Promise::FailureAtomicity).unwrap();
+    assert!(
+        atomicity.notes[0].contains("around 5 actions"),
+        "{:?}",
+        atomicity.notes
+    );
+}
+
+// Asynchronous moves.
+
+/// How the Courier's route to the CPU completes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Completion {
+    /// On a thread of its own, completing a `CompletionCell` when the copy is done.
+    Threaded,
+    /// A completion whose `wait` reports success at once and whose copy runs only when
+    /// `done` is polled: the framework waits, so the copy never runs.
+    CopiesOnPoll,
+}
+
+/// The Courier's lazy completion.
+struct OnPoll {
+    request: TransferRequest,
+}
+
+impl ProviderCompletion<()> for OnPoll {
+    fn done(&self) -> bool {
+        let _ = copy(&self.request);
+        true
+    }
+
+    fn wait(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn copy(request: &TransferRequest) -> Result<()> {
+    let source = request.tensor();
+    for slot in 0..request.physical_span() {
+        request.write(slot, source.carrier().get(source.offset() + slot)?)?;
+    }
+    Ok(())
+}
+
+/// A storage-only Courier class whose route to the CPU is pending (completes later).
+fn courier(completion: Completion) -> Factory {
+    let class = CarrierClass::mint("Courier", ClassKind::Independent);
+    let provider = TransferProvider::new(move |request| {
+        let request = request.clone();
+        Ok(TransferPreparation::Transfer(PreparedTransfer::new(
+            move || match completion {
+                Completion::Threaded => {
+                    let cell = CompletionCell::new();
+                    let (worker, request) = (cell.clone(), request.clone());
+                    std::thread::spawn(move || worker.complete(copy(&request)));
+                    Ok(Submitted::Pending(Arc::new(cell)))
+                }
+                Completion::CopiesOnPoll => Ok(Submitted::Pending(Arc::new(OnPoll {
+                    request: request.clone(),
+                }))),
+            },
+        )))
+    });
+    let route =
+        TransferRoute::new(class, CarrierClass::of::<Cpu>(), "courier-to-cpu", provider).unwrap();
+    let definition = CarrierDefinition::new(StorageProvider::from_slots::<Slots>())
+        .with_transfers(vec![route])
+        .unwrap();
+    register_carrier_definition(class, definition).unwrap();
+    slots_factory(&format!("Courier ({completion:?})"), class)
+}
+
+#[test]
+fn a_pending_route_that_completes_on_its_own_thread_keeps_the_async_promise() {
+    let report = run(&courier(Completion::Threaded));
+    assert!(report.is_conformant(), "{report}");
+    assert_eq!(
+        report.outcome(Promise::AsyncMoves).unwrap().notes,
+        ["2 asynchronous moves completed; 0 failing ones published nothing"]
+    );
+}
+
+#[test]
+fn a_completion_that_reports_success_before_copying_breaks_the_async_promise() {
+    let factory = courier(Completion::CopiesOnPoll);
+    let message = broken_message(&factory, Promise::AsyncMoves);
+    assert!(
+        message.starts_with(
+            "broken promise 'asynchronous moves complete once': Courier (CopiesOnPoll): \
+             move_async of 1 Float32 values to the CPU: the handle's tensor reads 0.0 at 0, not"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("a transfer provider's completion must report success only once"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_ring_fails_its_asynchronous_moves_at_every_fault_point_atomically() {
+    // The Ring has no route to the CPU; it moves to another Ring class by the elementwise
+    // fallback both permit.
+    let other = define_ring(Flaw::None, &ring_faults(), &["neg"]);
+    let factory = ring_running(Flaw::None, &["neg"]).with_destination("Ring2", move |dtype, n| {
+        ring_carrier(other, dtype, &vec![Value::Float(0.0); n])
+    });
+    let outcome = check(&factory, Promise::AsyncMoves);
+    assert_eq!(outcome.verdict, Verdict::Kept, "{outcome:?}");
+    let note = &outcome.notes[0];
+    assert!(
+        note.starts_with("2 asynchronous moves completed; "),
+        "{note}"
+    );
+    let failed: usize = note
+        .split("; ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(failed >= 2, "{note}");
+}
+
+// Kernel packs.
+
+#[test]
+fn a_fresh_ring_class_selects_its_packs_in_order() {
+    let outcome = check(&ring_running(Flaw::None, &["neg"]), Promise::KernelPacks);
+    assert_eq!(outcome.verdict, Verdict::Kept, "{outcome:?}");
+    assert!(
+        outcome.notes[0].starts_with("three packs on the fresh Ring"),
+        "{:?}",
+        outcome.notes
+    );
+}
+
+#[test]
+fn a_fresh_class_observed_before_its_packs_attach_breaks_the_pack_promise() {
+    let factory = ring_running(Flaw::None, &["neg"]).with_fresh_class(|| {
+        let faults = ring_faults();
+        let class = define_ring(Flaw::None, &faults, &["neg"]);
+        // A warm-up that constructs a carrier: the class is observed, its kernel set sealed.
+        ring_carrier(class, DType::FLOAT32, &[Value::Float(1.0)])?;
+        let factory = Factory::new("Ring (warmed up)", move |dtype, values| {
+            ring_carrier(class, dtype, values)
+        });
+        Ok((class, factory))
+    });
+    let message = broken_message(&factory, Promise::KernelPacks);
+    assert!(
+        message.contains(
+            "registering the kernel pack conformance.a for the fresh Ring (the factory's \
+             with_fresh_class must give a class nothing has constructed or queried) failed"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("its kernel set is sealed"), "{message}");
+}
+
+#[test]
+fn a_shipped_class_refuses_packs_and_the_promise_does_not_apply() {
+    let generic = Factory::new("Generic", |dtype, values| {
+        strideweave::carriers::Generic::carrier(values, dtype, true)
+    });
+    let outcome = check(&generic, Promise::KernelPacks);
+    match outcome.verdict {
+        Verdict::NotApplicable(reason) => assert!(
+            reason.starts_with("the factory gives no fresh class (Factory::with_fresh_class)"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+// Typed facets.
+
+/// A facet naming itself by its type.
+struct Labels;
+
+impl CarrierFacet for Labels {}
+
+/// A facet whose `facet_name` does not name its type.
+struct Misnamed;
+
+impl CarrierFacet for Misnamed {
+    fn facet_name(&self) -> &'static str {
+        "labels"
+    }
+}
+
+/// A facet type the class below never registers.
+struct Residency;
+
+impl CarrierFacet for Residency {}
+
+/// A storage-only class registering `facet`.
+fn faceted(name: &str, facet: Arc<dyn CarrierFacet>) -> Factory {
+    let class = CarrierClass::mint(name, ClassKind::Independent);
+    let definition = CarrierDefinition::new(StorageProvider::from_slots::<Slots>())
+        .with_facets([facet])
+        .unwrap();
+    register_carrier_definition(class, definition).unwrap();
+    slots_factory(name, class)
+}
+
+#[test]
+fn a_registered_facet_is_found_by_its_exact_type_in_every_state() {
+    let factory = faceted("Labelled", Arc::new(Labels)).with_facet::<Labels>();
+    let outcome = check(&factory, Promise::Facets);
+    assert_eq!(outcome.verdict, Verdict::Kept, "{outcome:?}");
+    assert_eq!(
+        outcome.notes,
+        [
+            "1 declared facets found by exact type in 5 states; an unregistered facet type \
+          answered none"
+        ]
+    );
+}
+
+#[test]
+fn a_declared_facet_the_definition_does_not_register_breaks_the_facet_promise() {
+    let factory = faceted("Unlabelled", Arc::new(Labels)).with_facet::<Residency>();
+    let message = broken_message(&factory, Promise::Facets);
+    assert!(
+        message.starts_with(
+            "broken promise 'facets are found by exact type': Unlabelled: the factory declares \
+             the facet broken_extensions::Residency but facet::<broken_extensions::Residency>() \
+             on a fresh carrier is none"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_facet_name_that_is_not_its_type_breaks_the_facet_promise() {
+    let factory = faceted("Misnamed", Arc::new(Misnamed)).with_facet::<Misnamed>();
+    let message = broken_message(&factory, Promise::Facets);
+    assert!(
+        message.contains(
+            "facet_name() of the broken_extensions::Misnamed facet found by \
+             facet::<broken_extensions::Misnamed>() on a fresh carrier is 'labels', not its \
+             type name"
+        ),
+        "{message}"
+    );
+}
