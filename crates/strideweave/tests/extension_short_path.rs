@@ -7,42 +7,17 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
-use strideweave::carriers::extension::SlotStorage;
+mod common;
+
+use common::slots::{slots_class, Slots};
+use strideweave::carrier::{Carrier, CarrierClass};
 use strideweave::operation::{
     call, call_one, resolve_operation_plan, OperationCapability, PlanOperand,
 };
-use strideweave::{
-    register_carrier_definition, CarrierDefinition, DType, Error, ErrorKind, KernelPattern,
-    KernelProvider, Result, Shape, StorageProvider, Tensor, Value,
-};
-
-#[derive(Default)]
-struct Slots(Vec<f32>);
-
-impl SlotStorage for Slots {
-    fn supports_dtype(&self, dtype: DType) -> bool {
-        dtype == DType::FLOAT32
-    }
-    fn physical_size(&self) -> usize {
-        self.0.len()
-    }
-    fn allocate(&mut self, slots: usize, _: DType) -> Result<()> {
-        self.0 = vec![0.0; slots];
-        Ok(())
-    }
-    fn read(&self, index: usize) -> Result<Value> {
-        Ok(Value::Float(self.0[index].into()))
-    }
-    fn write(&mut self, index: usize, value: Value) -> Result<()> {
-        self.0[index] = value.as_f64().unwrap_or(f64::NAN) as f32;
-        Ok(())
-    }
-}
+use strideweave::{DType, Error, ErrorKind, KernelPattern, Result, Shape, Tensor, Value};
 
 /// A class with a synchronous `neg` that fails while `fail` is set.
 fn class(fail: Arc<AtomicBool>) -> Result<CarrierClass> {
-    let class = CarrierClass::mint("ShortSlots", ClassKind::Independent);
     let neg = KernelPattern::synchronous(
         [OperationCapability::builtin("neg", &[DType::FLOAT32])?],
         "short.neg",
@@ -56,10 +31,7 @@ fn class(fail: Arc<AtomicBool>) -> Result<CarrierClass> {
             Ok(vec![out])
         },
     )?;
-    let kernels = KernelProvider::with_default_interface([neg])?;
-    let definition = CarrierDefinition::new(StorageProvider::from_slots::<Slots>());
-    register_carrier_definition(class, definition.with_kernels(kernels)?)?;
-    Ok(class)
+    slots_class("ShortSlots", [neg], false)
 }
 
 fn tensor(class: CarrierClass, xs: &[f32]) -> Result<Tensor> {

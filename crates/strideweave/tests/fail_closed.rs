@@ -95,6 +95,18 @@ fn neg_pattern(class: CarrierClass, id: &str, prepared: Arc<AtomicUsize>) -> Ker
 }
 
 /// Registers a kernel-backed definition over `F32s` for `class` with `patterns`.
+/// A fresh independent class `name` whose one kernel is [`neg_pattern`] with id `id`.
+fn neg_class(name: &str, id: &str) -> CarrierClass {
+    let class = independent(name);
+    define_kernels(class, vec![neg_pattern(class, id, Arc::default())]);
+    class
+}
+
+/// A one-slot Float32 carrier of `class`.
+fn one_slot(class: CarrierClass) -> Result<Carrier> {
+    Carrier::create(class, F32s::default(), 1, DType::FLOAT32, true)
+}
+
 fn define_kernels(class: CarrierClass, patterns: Vec<KernelPattern>) {
     let provider = KernelProvider::new(interface(), patterns).unwrap();
     let definition = CarrierDefinition::new(f32_storage())
@@ -338,12 +350,8 @@ fn the_forward_of_a_definition_backed_operation_validates_like_the_pipeline() ->
 
 #[test]
 fn dispatch_op_on_a_released_definition_backed_carrier_reports_the_release_first() -> Result<()> {
-    let class = independent("ReleasedAccel");
-    define_kernels(
-        class,
-        vec![neg_pattern(class, "released.neg", Arc::default())],
-    );
-    let carrier = Carrier::create(class, F32s::default(), 1, DType::FLOAT32, true)?;
+    let class = neg_class("ReleasedAccel", "released.neg");
+    let carrier = one_slot(class)?;
     carrier.release()?;
     for name in ["neg", "relu", "nope"] {
         let error = carrier.dispatch_op(name).unwrap_err();
@@ -363,7 +371,7 @@ fn dispatch_op_on_a_released_definition_backed_carrier_reports_the_release_first
 fn dispatch_op_on_a_storage_only_class_says_it_is_storage_only() -> Result<()> {
     let class = independent("StorageOnlyDispatch");
     register_carrier_definition(class, CarrierDefinition::new(f32_storage()))?;
-    let carrier = Carrier::create(class, F32s::default(), 1, DType::FLOAT32, true)?;
+    let carrier = one_slot(class)?;
     for name in ["neg", "nope"] {
         let error = carrier.dispatch_op(name).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::NotImplemented);
@@ -383,12 +391,8 @@ fn dispatch_op_on_a_storage_only_class_says_it_is_storage_only() -> Result<()> {
 
 #[test]
 fn dispatch_op_of_an_operation_without_a_pattern_or_an_unknown_name_is_refused() -> Result<()> {
-    let class = independent("NegOnlyAccel");
-    define_kernels(
-        class,
-        vec![neg_pattern(class, "negonly.neg", Arc::default())],
-    );
-    let carrier = Carrier::create(class, F32s::default(), 1, DType::FLOAT32, true)?;
+    let class = neg_class("NegOnlyAccel", "negonly.neg");
+    let carrier = one_slot(class)?;
     let error = carrier.dispatch_op("relu").unwrap_err();
     assert_eq!(error.kind(), ErrorKind::NotImplemented);
     match &error {

@@ -2,40 +2,15 @@
 //! TiledEvictable over a definition-backed class whose one kernel is `relu` still gets the
 //! gradient of `relu` (its per-tile copies fall back from `mul` to the tier's factory).
 
-use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
-use strideweave::carriers::extension::SlotStorage;
+mod common;
+
+use common::slots::{slots_carrier, slots_class};
+use strideweave::carrier::CarrierClass;
 use strideweave::carriers::TiledEvictable;
 use strideweave::operation::{call_one, OperationCapability};
-use strideweave::{
-    register_carrier_definition, CarrierDefinition, DType, KernelPattern, KernelProvider, Result,
-    Shape, StorageProvider, Tensor, Value,
-};
-
-#[derive(Default)]
-struct Slots(Vec<f32>);
-
-impl SlotStorage for Slots {
-    fn supports_dtype(&self, dtype: DType) -> bool {
-        dtype == DType::FLOAT32
-    }
-    fn physical_size(&self) -> usize {
-        self.0.len()
-    }
-    fn allocate(&mut self, slots: usize, _: DType) -> Result<()> {
-        self.0 = vec![0.0; slots];
-        Ok(())
-    }
-    fn read(&self, i: usize) -> Result<Value> {
-        Ok(Value::Float(self.0[i].into()))
-    }
-    fn write(&mut self, i: usize, value: Value) -> Result<()> {
-        self.0[i] = value.as_f64().unwrap_or(f64::NAN) as f32;
-        Ok(())
-    }
-}
+use strideweave::{DType, KernelPattern, Result, Shape, Tensor, Value};
 
 fn relu_only() -> Result<CarrierClass> {
-    let class = CarrierClass::mint("ReluOnlyTier", ClassKind::Independent);
     let relu = KernelPattern::synchronous(
         [OperationCapability::builtin("relu", &[DType::FLOAT32])?],
         "relu_only_tier.relu",
@@ -45,19 +20,7 @@ fn relu_only() -> Result<CarrierClass> {
             Ok(vec![invocation.result_from_f32(0, &y)?])
         },
     )?;
-    let storage = StorageProvider::from_slots::<Slots>().with_elementwise_fallback(true);
-    let definition = CarrierDefinition::new(storage)
-        .with_kernels(KernelProvider::with_default_interface([relu])?)?;
-    register_carrier_definition(class, definition)?;
-    Ok(class)
-}
-
-fn tier(class: CarrierClass, xs: &[f32]) -> Result<Carrier> {
-    let carrier = Carrier::create(class, Slots::default(), xs.len(), DType::FLOAT32, true)?;
-    for (i, x) in xs.iter().enumerate() {
-        carrier.set(i, Value::Float(f64::from(*x)))?;
-    }
-    Ok(carrier)
+    slots_class("ReluOnlyTier", [relu], true)
 }
 
 #[test]
@@ -65,8 +28,8 @@ fn relu_on_a_tiled_evictable_over_a_relu_only_tier_has_its_gradient() -> Result<
     let class = relu_only()?;
     let xs = [1.0, -2.0, 3.0, -0.5, 0.25, -4.0];
     let tiled = TiledEvictable::carrier(
-        &tier(class, &xs)?,
-        &tier(class, &[])?,
+        &slots_carrier(class, &xs)?,
+        &slots_carrier(class, &[])?,
         &[2, 3],
         &[1, 1],
         None,

@@ -11,6 +11,7 @@ use strideweave::carriers::extension::StorageProvider;
 use strideweave::operation::{Operation, ResolvedInvocation};
 use strideweave::{DType, Error, Result, Tensor, Value};
 
+pub mod slots;
 pub mod tiled;
 
 /// A definition-free carrier whose hooks can be made to fail. The marker `M` makes a
