@@ -254,17 +254,7 @@ fn failing_move_ends(cx: &mut Context<'_>, dtype: DType) -> Result2<usize> {
             cx.ensure(!wire.is_released(), || {
                 format!("{what} failed but released its source")
             })?;
-            let moved = cx.ok(move_to(&from_wire, &destination), || {
-                format!("the same move after {what}")
-            })?;
-            let got = cx.ok(moved.to_values(), || "reading the moved tensor".into())?;
-            let want: Vec<Value> = values
-                .iter()
-                .map(|v| dtype.normalize(*v).unwrap_or(*v))
-                .collect();
-            cx.ensure(got == want, || {
-                format!("after {what}, the retried move carried {got:?}, not {want:?}")
-            })?;
+            retry_carries(cx, what, &from_wire, &destination, dtype, &values)?;
         }
         Ok(_) => routes += 1,
     }
@@ -320,20 +310,32 @@ fn failing_move_into_empty(cx: &mut Context<'_>, dtype: DType, values: &[Value])
             cx.ensure(!wire.is_released(), || {
                 format!("{what} failed but released its source")
             })?;
-            let moved = cx.ok(move_to(&from_wire, &empty), || {
-                format!("the same move after {what}")
-            })?;
-            let got = cx.ok(moved.to_values(), || "reading the moved tensor".into())?;
-            let want: Vec<Value> = values
-                .iter()
-                .map(|v| dtype.normalize(*v).unwrap_or(*v))
-                .collect();
-            cx.ensure(got == want, || {
-                format!("after {what}, the retried move carried {got:?}, not {want:?}")
-            })?;
+            retry_carries(cx, what, &from_wire, &empty, dtype, values)?;
             Ok(1)
         }
     }
+}
+
+/// The same move, retried after `what` failed, carries `values` (normalized to `dtype`).
+fn retry_carries(
+    cx: &Context<'_>,
+    what: &str,
+    tensor: &Tensor,
+    destination: &Carrier,
+    dtype: DType,
+    values: &[Value],
+) -> Check {
+    let moved = cx.ok(move_to(tensor, destination), || {
+        format!("the same move after {what}")
+    })?;
+    let got = cx.ok(moved.to_values(), || "reading the moved tensor".into())?;
+    let want: Vec<Value> = values
+        .iter()
+        .map(|v| dtype.normalize(*v).unwrap_or(*v))
+        .collect();
+    cx.ensure(got == want, || {
+        format!("after {what}, the retried move carried {got:?}, not {want:?}")
+    })
 }
 
 /// The failures injected through the factory's fault points.

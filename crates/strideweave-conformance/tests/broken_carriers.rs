@@ -4,38 +4,18 @@
 
 mod common;
 
-use std::sync::{Arc, OnceLock};
-
 use common::one_kernel_carrier::Slots;
-use common::{ring, ring_running, Bag, BagFlaw, Flaw};
-use parking_lot::RwLock;
-use strideweave::carrier::{Carrier, CarrierClass, ClassKind, DefinitionFreeCarrier};
+use common::{broken_message, broken_promises, ring, ring_running, Bag, BagFlaw, Flaw};
+use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
 use strideweave::carriers::extension::{
     PreparedTransfer, Submitted, TransferPreparation, TransferProvider,
 };
 use strideweave::{
-    register_carrier_definition, CarrierDefinition, DType, Result, StorageProvider, TransferRoute,
-    Value,
+    register_carrier_definition, CarrierDefinition, StorageProvider, TransferRoute, Value,
 };
 use strideweave_conformance::{carrier_conformance, check, run, Factory, Promise, Verdict};
 
 carrier_conformance!(correct_ring, ring(Flaw::None));
-
-/// The message of the broken promise `promise` of `factory`, failing the test when it held.
-fn broken_message(factory: &Factory, promise: Promise) -> String {
-    match check(factory, promise).verdict {
-        Verdict::Broken(broken) => {
-            assert_eq!(broken.promise, promise);
-            broken.to_string()
-        }
-        other => panic!("{promise} should have broken, got {other:?}"),
-    }
-}
-
-/// The promises of `factory` that broke.
-fn broken_promises(factory: &Factory) -> Vec<Promise> {
-    run(factory).broken().iter().map(|b| b.promise).collect()
-}
 
 #[test]
 fn the_correct_ring_injects_failures_at_every_point_and_keeps_every_promise() {
@@ -147,75 +127,9 @@ fn a_write_that_lands_before_failing_breaks_the_atomicity_promise() {
     assert_eq!(broken_promises(&factory), [Promise::FailureAtomicity]);
 }
 
-/// A definition-free carrier whose write mirrors every value through its own public handle:
-/// each `set` lands twice and bumps the version twice.
-struct Mirror {
-    values: RwLock<Vec<Value>>,
-    me: Arc<OnceLock<Carrier>>,
-    mirroring: RwLock<bool>,
-}
-
-impl DefinitionFreeCarrier for Mirror {
-    const NAME: &'static str = "Mirror";
-
-    fn supports_storage_dtype(&self, dtype: DType) -> bool {
-        dtype == DType::FLOAT32
-    }
-
-    fn size(&self) -> usize {
-        self.values.read().len()
-    }
-
-    fn read(&self, index: usize, _dtype: DType) -> Result<Value> {
-        Ok(self.values.read()[index])
-    }
-
-    fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
-        self.values.write()[index] = value;
-        if !*self.mirroring.read() {
-            *self.mirroring.write() = true;
-            let again = self.me.get().map_or(Ok(()), |me| me.set(index, value));
-            *self.mirroring.write() = false;
-            again?;
-        }
-        Ok(())
-    }
-
-    fn release(&self) -> Result<()> {
-        self.values.write().clear();
-        Ok(())
-    }
-
-    fn new_like(&self, values: &[Value], _dtype: DType) -> Result<Self> {
-        Ok(Mirror::holding(values.to_vec()))
-    }
-
-    fn allocate_like(&self, size: usize, _dtype: DType, _empty: bool) -> Result<Self> {
-        Ok(Mirror::holding(vec![Value::Float(0.0); size]))
-    }
-}
-
-impl Mirror {
-    fn holding(values: Vec<Value>) -> Mirror {
-        Mirror {
-            values: RwLock::new(values),
-            me: Arc::new(OnceLock::new()),
-            mirroring: RwLock::new(false),
-        }
-    }
-
-    fn carrier(values: &[Value]) -> Result<Carrier> {
-        let body = Mirror::holding(values.to_vec());
-        let me = Arc::clone(&body.me);
-        let carrier = Carrier::new(body, DType::FLOAT32, true)?;
-        let _ = me.set(carrier.clone());
-        Ok(carrier)
-    }
-}
-
 #[test]
 fn a_write_that_bumps_the_version_twice_breaks_the_version_promise() {
-    let factory = Factory::new("Mirror", |_dtype, values| Mirror::carrier(values));
+    let factory = Bag::factory("Mirror", BagFlaw::WritesTwice);
     let message = broken_message(&factory, Promise::StorageWrites);
     assert!(message.contains("broken promise 'storage writes and versions': Mirror: after 1 writes to a carrier of Float32 its version is 2, expected 1 (each write bumps exactly once)"), "{message}");
     assert!(

@@ -7,7 +7,9 @@ mod common;
 use std::sync::Arc;
 
 use common::one_kernel_carrier::Slots;
-use common::{define_ring, ring_carrier, ring_faults, ring_running, Bag, BagFlaw, Flaw};
+use common::{
+    broken_message, define_ring, ring_carrier, ring_faults, ring_running, Bag, BagFlaw, Flaw,
+};
 use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
 use strideweave::carriers::extension::{
     CarrierFacet, CompletionCell, PreparedTransfer, ProviderCompletion, Submitted,
@@ -19,17 +21,6 @@ use strideweave::{
     Value,
 };
 use strideweave_conformance::{check, run, Factory, Promise, Verdict};
-
-/// The message of the broken promise `promise` of `factory`, failing the test when it held.
-fn broken_message(factory: &Factory, promise: Promise) -> String {
-    match check(factory, promise).verdict {
-        Verdict::Broken(broken) => {
-            assert_eq!(broken.promise, promise);
-            broken.to_string()
-        }
-        other => panic!("{promise} should have broken, got {other:?}"),
-    }
-}
 
 /// A factory of carriers of the definition-backed `class` over [`Slots`], named `name`.
 fn slots_factory(name: &str, class: CarrierClass) -> Factory {

@@ -8,6 +8,7 @@ mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::broken_message;
 use common::one_kernel_carrier::Slots;
 
 use strideweave::carrier::{Carrier, ClassKind};
@@ -113,13 +114,6 @@ fn declared(flaw: Flaw) -> (String, Factory) {
     let (name, factory) = scale2(flaw).unwrap();
     let case = OperationCase::new(&name).tensor(DType::FLOAT32, &[3, 4]);
     (name, factory.with_operation_case(case))
-}
-
-fn broken_message(factory: &Factory, promise: Promise) -> String {
-    match check(factory, promise).verdict {
-        Verdict::Broken(broken) => broken.to_string(),
-        other => panic!("{promise} should have broken, got {other:?}"),
-    }
 }
 
 #[test]

@@ -20,7 +20,7 @@ use strideweave::{
     register_carrier_definition, CarrierDefinition, DType, Error, KernelExecutionInterface,
     KernelPattern, KernelProvider, Result, StorageProvider, Value,
 };
-use strideweave_conformance::{Factory, FaultInjector};
+use strideweave_conformance::{check, run, Factory, FaultInjector, Promise, Verdict};
 
 /// One way to break the Ring carrier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,6 +258,23 @@ pub fn ring_parts(flaw: Flaw, kernels: &[&'static str]) -> (CarrierClass, Factor
     (class, factory)
 }
 
+/// The message of the broken promise `promise` of `factory`, failing the test when it held
+/// or another promise broke.
+pub fn broken_message(factory: &Factory, promise: Promise) -> String {
+    match check(factory, promise).verdict {
+        Verdict::Broken(broken) => {
+            assert_eq!(broken.promise, promise);
+            broken.to_string()
+        }
+        other => panic!("{promise} should have broken, got {other:?}"),
+    }
+}
+
+/// The promises of `factory` that broke.
+pub fn broken_promises(factory: &Factory) -> Vec<Promise> {
+    run(factory).broken().iter().map(|b| b.promise).collect()
+}
+
 /// How a [`Bag`] is broken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BagFlaw {
@@ -267,6 +284,9 @@ pub enum BagFlaw {
     NeverShrinks,
     /// The bulk write (`write_all`, what scatter uses) stores only the first pair it is given.
     DropsBulkPairs,
+    /// `write` writes the value again through the carrier's own public handle: each `set`
+    /// lands twice and bumps the version twice.
+    WritesTwice,
 }
 
 /// A definition-free carrier of Float32 values that grows as a move destination, broken by
@@ -274,13 +294,20 @@ pub enum BagFlaw {
 pub struct Bag {
     values: parking_lot::RwLock<Vec<Value>>,
     flaw: BagFlaw,
+    /// The carrier's own handle, for [`BagFlaw::WritesTwice`].
+    me: std::sync::Arc<std::sync::OnceLock<Carrier>>,
+    writing_again: std::sync::atomic::AtomicBool,
 }
 
 impl Bag {
     /// A factory named `name` of Bags with `flaw`.
     pub fn factory(name: &str, flaw: BagFlaw) -> Factory {
         Factory::new(name, move |dtype, values| {
-            Carrier::new(Bag::holding(values.to_vec(), flaw), dtype, true)
+            let bag = Bag::holding(values.to_vec(), flaw);
+            let me = std::sync::Arc::clone(&bag.me);
+            let carrier = Carrier::new(bag, dtype, true)?;
+            let _ = me.set(carrier.clone());
+            Ok(carrier)
         })
     }
 
@@ -288,6 +315,8 @@ impl Bag {
         Bag {
             values: parking_lot::RwLock::new(values),
             flaw,
+            me: std::sync::Arc::default(),
+            writing_again: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -308,7 +337,13 @@ impl strideweave::carrier::DefinitionFreeCarrier for Bag {
     }
 
     fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
+        use std::sync::atomic::Ordering;
         self.values.write()[index] = value;
+        if self.flaw == BagFlaw::WritesTwice && !self.writing_again.swap(true, Ordering::SeqCst) {
+            let again = self.me.get().map_or(Ok(()), |me| me.set(index, value));
+            self.writing_again.store(false, Ordering::SeqCst);
+            again?;
+        }
         Ok(())
     }
 
