@@ -26,7 +26,7 @@ use crate::callback_error::park;
 use crate::convert::{from_value, to_value, type_name};
 use crate::dtype::PyDType;
 use crate::errors::IntoPyResult;
-use crate::invocation::{PyOperationDefinition, PyResolvedInvocation};
+use crate::invocation::{operand_object, PyOperationDefinition, PyResolvedInvocation};
 use crate::prepared::{expect_callable, materialize};
 use crate::tensor::{wrap as wrap_tensor, PyTensor};
 
@@ -633,14 +633,6 @@ pub fn expect_plan(object: &Bound<'_, PyAny>, what: &str) -> PyResult<OperationP
 #[pyclass(name = "BoundOperationCall", module = "strideweave", frozen)]
 pub struct PyBoundOperationCall {
     pub(crate) inner: BoundOperationCall,
-}
-
-/// The Python object of an operand: the Tensor, or the Python scalar.
-fn operand_object(py: Python<'_>, operand: &Operand) -> PyResult<Py<PyAny>> {
-    match operand {
-        Operand::Tensor(tensor) => Ok(Py::new(py, wrap_tensor(tensor.clone()))?.into_any()),
-        Operand::Scalar(value) => from_value(py, *value),
-    }
 }
 
 #[pymethods]

@@ -281,7 +281,7 @@ pub struct PyResolvedInvocation {
 }
 
 /// The Python object of an operand: the Tensor, or the Python scalar.
-fn operand_object(py: Python<'_>, operand: &Operand) -> PyResult<Py<PyAny>> {
+pub(crate) fn operand_object(py: Python<'_>, operand: &Operand) -> PyResult<Py<PyAny>> {
     match operand {
         Operand::Tensor(tensor) => Ok(Py::new(py, wrap_tensor(tensor.clone()))?.into_any()),
         Operand::Scalar(value) => from_value(py, *value),
