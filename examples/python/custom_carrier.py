@@ -23,6 +23,12 @@ class ListCarrier(sw.Carrier):
         self.device = device
         super().__init__(slots, dtype=sw.DType.Float32)
 
+    def configure_like(self, prototype: "ListCarrier") -> None:
+        """Configures a carrier the framework makes like `prototype` (`new_like`,
+        `allocate_like`, an operation's result): this class's `__init__` takes a device,
+        so the framework calls this instead, before any storage callback sees the instance."""
+        self.device = prototype.device
+
 
 def supports_dtype(carrier: ListCarrier, dtype: sw.DType) -> bool:
     return dtype is sw.DType.Float32
@@ -60,6 +66,9 @@ def main() -> None:
     print("values", t.to_list(), "version", t.version)
     print("the device holds", list(device.buffers.values()))
     print("t.carrier is carrier:", t.carrier is carrier)
+    made = carrier.new_like([1.0, 2.0])
+    print("new_like made a", type(made).__name__, "on the same device:", made.device is device)
+    print("the device holds", sorted(device.buffers.values()))
 
     def failing_write(carrier: ListCarrier, index: int, value: object) -> None:
         raise OSError("the device is gone")

@@ -32,6 +32,8 @@ def test_custom_carrier_prints_its_results() -> None:
         "values [[0.0, 0.0], [2.5, 0.0]] version 1",
         "the device holds [[0.0, 2.5, 0.0, 0.0]]",
         "t.carrier is carrier: True",
+        "new_like made a ListCarrier on the same device: True",
+        "the device holds [[0.0, 2.5, 0.0, 0.0], [1.0, 2.0]]",
         "the write failed with OSError('the device is gone') and the version stayed 0",
     ]
 

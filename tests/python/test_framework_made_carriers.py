@@ -1,7 +1,8 @@
 """Carriers the framework makes of a Python class — `new_like`, `allocate_like`, an
 operation's result (`invocation.allocate_result`) — are initialized like the ones a user
-constructs: the class's `__init__` runs, as `cls(slots, dtype=dtype)` (plus `mutable=False`
-for an immutable one), before any storage callback sees the instance (carrier-extension
+constructs: before any storage callback sees the instance, the class's `configure_like(self,
+prototype)` runs if it defines one, otherwise its `__init__` runs as `cls(slots, dtype=dtype)`
+(plus `mutable=False` for an immutable one) (carrier-extension
 spec: "Before the framework first invokes supports_dtype for an instance, that exact
 instance SHALL have established every definition-required configuration"; the reference
 implementation's factories call the class the same way)."""
@@ -37,7 +38,7 @@ def device_storage(seen: List[Any]) -> sw.StorageProvider:
 
     def supports_dtype(carrier: Any, dtype: sw.DType) -> bool:
         seen.append(carrier)
-        return carrier.device is DEVICE and dtype is F32
+        return isinstance(carrier.device, Device) and dtype is F32
 
     def allocate(carrier: Any, slots: int) -> None:
         carrier.device.buffers[id(carrier)] = [0.0] * slots
@@ -141,7 +142,7 @@ def test_an_exception_raised_by_init_propagates_as_itself_and_nothing_is_made() 
     assert len(DEVICE.buffers) == buffers, "nothing was allocated"
 
 
-def test_an_init_with_another_signature_cannot_make_framework_carriers() -> None:
+def test_an_init_with_another_signature_is_told_to_define_configure_like() -> None:
     class Positional(sw.Carrier):
         device: Device
 
@@ -151,8 +152,179 @@ def test_an_init_with_another_signature_cannot_make_framework_carriers() -> None
 
     sw.register_carrier_definition(Positional, sw.CarrierDefinition(device_storage([])))
     prototype = Positional(DEVICE, 2)
-    with pytest.raises(TypeError, match=r"__init__\(\) got an unexpected keyword argument 'dtype'"):
+    buffers = dict(DEVICE.buffers)
+    refusal = f"{Positional.__qualname__}.__init__() got an unexpected keyword argument 'dtype'"
+    with pytest.raises(TypeError) as caught:
         prototype.new_like([1.0])
+    assert str(caught.value) == (
+        "Positional.__init__ cannot be called as Positional(slots, dtype=..., mutable=...) "
+        f"({refusal}), so the framework "
+        "cannot make a Positional like an existing one: define configure_like(self, prototype) "
+        "on Positional to set a fresh instance's configuration from the prototype"
+    )
+    cause = caught.value.__cause__
+    assert type(cause) is TypeError
+    assert str(cause) == refusal
+    assert DEVICE.buffers == buffers, "nothing was allocated"
+
+
+def test_a_type_error_raised_inside_init_still_propagates_as_itself() -> None:
+    raised: List[BaseException] = []
+
+    class Refusing(sw.Carrier):
+        device: Device
+
+        def __init__(self, slots: int, *, dtype: sw.DType, mutable: bool = True) -> None:
+            self.device = DEVICE
+            if raised or slots != 1:
+                error = TypeError("Refusing takes one slot")
+                raised.append(error)
+                raise error
+            super().__init__(slots, dtype=dtype, mutable=mutable)
+
+    sw.register_carrier_definition(Refusing, sw.CarrierDefinition(device_storage([])))
+    with pytest.raises(TypeError) as caught:
+        Refusing(1, dtype=F32).allocate_like(2)
+    assert caught.value is raised[0] and caught.value.__cause__ is None
+
+
+class Positional(sw.Carrier):
+    """The shape of `ListCarrier` in examples/python/custom_carrier.py: `__init__(device,
+    slots)`, configured for framework-made instances by `configure_like`."""
+
+    device: Device
+    configured: List[Tuple[Any, Any]] = []
+
+    def __init__(self, device: Device, slots: int, *, mutable: bool = True) -> None:
+        self.device = device
+        super().__init__(slots, dtype=F32, mutable=mutable)
+
+    def configure_like(self, prototype: "Positional") -> None:
+        type(self).configured.append((self, prototype))
+        self.device = prototype.device
+
+
+SEEN_BY_POSITIONAL: List[Any] = []
+
+
+def neg_kernel_on_device() -> sw.KernelProvider:
+    """A `neg` kernel over `carrier.device` buffers, its result from `allocate_result`."""
+
+    def prepare(invocation: Any, interface: Any) -> Any:
+        (operand,) = invocation.operands
+
+        def submit() -> Any:
+            out = invocation.allocate_result(0)
+            source = operand.carrier.device.buffers[id(operand.carrier)]
+            target = out.carrier.device.buffers[id(out.carrier)]
+            for k, j in enumerate(out.layout.indices()):
+                target[j] = -source[operand.offset + operand.layout.indices()[k]]
+            return ext.ProviderResult([out])
+
+        return ext.PreparedKernel(interface, submit)
+
+    pattern = sw.KernelPattern(sw.operation_definition("neg"), [neg_plan()], "neg.positional", prepare)
+    return sw.KernelProvider(RingInterface(), [pattern])
+
+
+sw.register_carrier_definition(
+    Positional, sw.CarrierDefinition(device_storage(SEEN_BY_POSITIONAL), kernels=neg_kernel_on_device())
+)
+
+
+def test_configure_like_configures_factory_made_carriers_of_another_init_signature() -> None:
+    device = Device()
+    prototype = Positional(device, 2)
+    Positional.configured.clear()
+    made = prototype.new_like([1.5, -2.0, 4.0])
+    assert type(made) is Positional and made is not prototype
+    assert Positional.configured == [(made, prototype)]
+    assert SEEN_BY_POSITIONAL[-1] is made, "supports_dtype saw the configured instance"
+    assert made.device is device and device.buffers[id(made)] == [1.5, -2.0, 4.0]
+    assert [made.get(i) for i in range(3)] == [1.5, -2.0, 4.0]
+    frozen = prototype.allocate_like(4, mutable=False)
+    assert Positional.configured[1:] == [(frozen, prototype)]
+    assert (frozen.device, frozen.size(), frozen.is_mutable) == (device, 4, False)
+    assert device.buffers[id(frozen)] == [0.0] * 4
+    assert sw.Tensor.compact(made, (3,)).carrier is made
+
+
+def test_configure_like_configures_an_operation_result() -> None:
+    device = Device()
+    x = sw.Tensor.compact(Positional(device, 2), (2,))
+    x[0], x[1] = 1.0, -3.0
+    Positional.configured.clear()
+    y = sw.neg(x)
+    assert y.to_list() == [-1.0, 3.0]
+    assert type(y.carrier) is Positional and y.carrier.device is device
+    assert Positional.configured == [(y.carrier, x.carrier)]
+    assert device.buffers[id(y.carrier)] == [-1.0, 3.0]
+
+
+def test_configure_like_configures_the_tiers_an_evictable_makes_when_it_moves() -> None:
+    class Tier(Positional):
+        configured: List[Tuple[Any, Any]] = []
+
+    storage = device_storage([])
+    fallback = sw.StorageProvider(
+        storage.supports_dtype,
+        storage.physical_size,
+        storage.allocate,
+        lambda carrier: carrier.device.buffers.pop(id(carrier)) and None,
+        storage.read,
+        storage.write,
+        elementwise_fallback=True,
+    )
+    sw.register_carrier_definition(Tier, sw.CarrierDefinition(fallback))
+    device = Device()
+    primary, secondary = Tier(device, 2), Tier(device, 0)
+    hierarchy = sw.Evictable(primary, secondary)
+    hierarchy.set(0, 5.0)
+    hierarchy.set(1, -1.0)
+    hierarchy.evict()
+    assert hierarchy.is_evicted
+    (evicted, from_secondary), = Tier.configured
+    assert from_secondary is secondary and evicted.device is device
+    assert device.buffers[id(evicted)] == [5.0, -1.0]
+    hierarchy.promote()
+    assert [hierarchy.get(0), hierarchy.get(1)] == [5.0, -1.0]
+    assert len(Tier.configured) == 2 and Tier.configured[1][1] is primary
+    assert type(hierarchy.primary) is Tier and hierarchy.primary.device is device
+
+
+def test_configure_like_wins_over_init_and_its_failures_are_the_factorys() -> None:
+    inits: List[int] = []
+    raised: List[BaseException] = []
+    answer: List[Any] = [None]
+
+    class Both(sw.Carrier):
+        device: Device
+
+        def __init__(self, slots: int, *, dtype: sw.DType, mutable: bool = True) -> None:
+            inits.append(slots)
+            self.device = DEVICE
+            super().__init__(slots, dtype=dtype, mutable=mutable)
+
+        def configure_like(self, prototype: "Both") -> Any:
+            if raised:
+                raise raised[0]
+            self.device = prototype.device
+            return answer[0]
+
+    sw.register_carrier_definition(Both, sw.CarrierDefinition(device_storage([])))
+    prototype = Both(1, dtype=F32)
+    made = prototype.allocate_like(3)
+    assert inits == [1], "__init__ ran for the user's instance only"
+    assert made.device is DEVICE and made.size() == 3
+    buffers = dict(DEVICE.buffers)
+    answer[0] = "configured"
+    with pytest.raises(TypeError, match="^Both.configure_like must return None, got str$"):
+        prototype.new_like([1.0])
+    raised.append(LookupError("no such device"))
+    with pytest.raises(LookupError) as caught:
+        prototype.new_like([1.0])
+    assert caught.value is raised[0]
+    assert DEVICE.buffers == buffers, "a failed configure_like allocates nothing"
 
 
 def test_init_must_reach_carrier_init_with_the_arguments_it_received() -> None:
@@ -169,7 +341,8 @@ def test_init_must_reach_carrier_init_with_the_arguments_it_received() -> None:
     with pytest.raises(
         TypeError,
         match=r"^Silent\.__init__ did not call Carrier\.__init__ for a carrier the framework makes: it must "
-        r"call super\(\)\.__init__\(slots, dtype=dtype, mutable=mutable\)$",
+        r"call super\(\)\.__init__\(slots, dtype=dtype, mutable=mutable\), or the class must define "
+        r"configure_like\(self, prototype\)$",
     ):
         Silent(1, dtype=F32).allocate_like(3)
 

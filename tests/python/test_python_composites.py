@@ -114,13 +114,22 @@ class Delegating:
         return sw.CompositeProvider(self.capabilities, self.result_carriers, self.prepare)
 
 
-def composite_class(name: str, delegating: Delegating, facets: tuple = ()) -> type:
+def composite_class(name: str, delegating: Delegating, facets: tuple = (), configure: bool = False) -> type:
+    """A dependent class constructed as `cls(dependency, slots, offered=None)`; with
+    `configure`, it also defines `configure_like`, taking the prototype's dependency and
+    offered plans."""
+
     def init(self: Any, dependency: sw.Carrier, slots: int, offered: Any = None) -> None:
         self.dependency = dependency
         self.offered = list(offered if offered is not None else [neg_plan(), add_plan()])
         sw.DependentCarrier.__init__(self, slots, dtype=F32)
 
-    cls = type(name, (sw.DependentCarrier,), {"__init__": init})
+    def configure_like(self: Any, prototype: Any) -> None:
+        self.dependency = prototype.dependency
+        self.offered = list(prototype.offered)
+
+    methods = {"__init__": init, "configure_like": configure_like} if configure else {"__init__": init}
+    cls = type(name, (sw.DependentCarrier,), methods)
     definition = sw.CarrierDefinition(TierStorage().provider(), composite=delegating.provider(), facets=facets)
     sw.register_carrier_definition(cls, definition)
     return cls
@@ -194,6 +203,30 @@ def test_a_composite_derives_reach_and_runs_through_a_definition_free_dependency
     assert invocation.operation == sw.operation_definition("neg") and invocation.plan == neg_plan()
     assert values_of(x + x) == [2.0, -4.0, 6.0]
     assert values_of(x) == [1.0, -2.0, 3.0]
+
+
+def test_a_dependent_class_taking_dependencies_configures_the_instances_the_framework_makes() -> None:
+    d = Delegating()
+    cls = composite_class("ConfiguredTiered", d, configure=True)
+    dependency = sw.CPU(0)
+    x = tensor_of(cls, [1.0, -2.0], dependency=dependency, offered=[neg_plan()])
+    made = x.carrier.new_like([4.0, 5.0])
+    assert type(made) is cls and made is not x.carrier
+    assert made.dependency is dependency and made.offered == [neg_plan()]
+    assert made.offered is not x.carrier.offered
+    assert ("capabilities", made) in d.calls, "the fresh instance's reach was derived from it"
+    assert made.capabilities() == (neg_plan(),)
+    assert [made.get(0), made.get(1)] == [4.0, 5.0] and type(made.inner) is sw.CPU
+    zeros = x.carrier.allocate_like(3, mutable=False)
+    assert (type(zeros), zeros.size(), zeros.is_mutable) == (cls, 3, False)
+    assert [zeros.get(i) for i in range(3)] == [0.0, 0.0, 0.0] and zeros.dependency is dependency
+    assert values_of(sw.neg(sw.Tensor.compact(made, (2,)))) == [-4.0, -5.0]
+
+    unconfigured = composite_class("UnconfiguredTiered", Delegating())
+    carrier = tensor_of(unconfigured, [1.0]).carrier
+    with pytest.raises(TypeError, match=r"^UnconfiguredTiered\.__init__ cannot be called as UnconfiguredTiered"
+                       r"\(slots, dtype=\.\.\., mutable=\.\.\.\) \(.*\), so the framework cannot make a UnconfiguredTiered like an existing one: "):
+        carrier.new_like([1.0])
 
 
 def test_the_capability_snapshot_is_taken_once_and_frozen_per_instance() -> None:

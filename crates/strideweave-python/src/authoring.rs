@@ -304,14 +304,30 @@ impl PyStorageProvider {
     }
 }
 
+/// The name of the optional method through which a Python carrier class configures an
+/// instance the framework makes like an existing one (see [`fresh_instance`]).
+const CONFIGURE_LIKE: &str = "configure_like";
+
 /// The instance of a carrier the framework makes from `prototype` (a factory: an operation's
-/// result, `new_like`, `allocate_like`, a move's destination): a new object of the
-/// prototype's exact class, initialized like one the user constructs —
-/// `cls(slots, dtype=dtype)` (with `mutable=False` added for an immutable one) runs the
-/// class's `__init__` with the request's arguments — except that `Carrier.__init__` constructs nothing: the factory then runs the
-/// framework's construction on the instance. Exceptions raised by `__new__` or `__init__`
-/// propagate as themselves; an `__init__` that never reaches `Carrier.__init__` is a
-/// TypeError.
+/// result, `new_like`, `allocate_like`, a tier's fresh storage): a new object of the
+/// prototype's exact class, made by the class's `__new__`, with its configuration set before
+/// any storage callback sees it (the seed: "Before the framework first invokes supports_dtype
+/// for an instance, that exact instance SHALL have established every definition-required
+/// configuration"). The seed does not say where that configuration comes from; this is the
+/// rule:
+///
+/// - a class that defines `configure_like(self, prototype)` gets it called on the fresh object
+///   with the prototype; it copies (or derives) the configuration — a device, dependency
+///   tiers — and returns `None`; the class's `__init__` does not run, so its signature is the
+///   class's own business;
+/// - any other class is initialized like a user's instance, `cls(slots, dtype=dtype)` (with
+///   `mutable=False` added for an immutable one) running its `__init__`, which must reach
+///   `Carrier.__init__` with those arguments (that call constructs nothing here).
+///
+/// Either way the factory then runs the framework's construction on the instance. Exceptions
+/// raised by `__new__`, `configure_like` or `__init__` propagate as themselves, except that an
+/// `__init__` which cannot take the factory's arguments at all is a TypeError naming
+/// `configure_like` (the refusal is its cause).
 fn fresh_instance(
     py: Python<'_>,
     prototype: &Bound<'_, PyAny>,
@@ -322,7 +338,6 @@ fn fresh_instance(
         .name()
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "carrier".to_owned());
-    let label = format!("{name}.__init__ of a carrier the framework makes");
     let fresh = class
         .call_method1("__new__", (class.clone(),))
         .map_err(|e| park(py, &format!("{name}.__new__"), e))?;
@@ -333,6 +348,47 @@ fn fresh_instance(
         ))
     })?;
     held.get().expect_fresh(request);
+    let configure = class
+        .getattr_opt(CONFIGURE_LIKE)
+        .map_err(|e| park(py, &format!("{name}.{CONFIGURE_LIKE}"), e))?;
+    if configure.is_some() {
+        configure_like(py, &name, &fresh, prototype)?;
+    } else {
+        initialize_like_a_user(py, &name, &fresh, request)?;
+    }
+    let label = format!("{name} of a carrier the framework makes");
+    PyState::linking(&fresh).map_err(|e| park(py, &label, e))
+}
+
+/// Calls `fresh.configure_like(prototype)`, which must return `None`.
+fn configure_like(
+    py: Python<'_>,
+    name: &str,
+    fresh: &Bound<'_, PyAny>,
+    prototype: &Bound<'_, PyAny>,
+) -> strideweave::Result<()> {
+    let label = format!("{name}.{CONFIGURE_LIKE}");
+    let answer = fresh
+        .call_method1(CONFIGURE_LIKE, (prototype,))
+        .map_err(|e| park(py, &label, e))?;
+    if answer.is_none() {
+        return Ok(());
+    }
+    Err(Error::Type(format!(
+        "{label} must return None, got {}",
+        type_name(&answer)
+    )))
+}
+
+/// Runs `fresh.__init__(slots, dtype=dtype[, mutable=False])` for `request` and checks that
+/// it reached `Carrier.__init__`.
+fn initialize_like_a_user(
+    py: Python<'_>,
+    name: &str,
+    fresh: &Bound<'_, PyAny>,
+    request: FreshRequest,
+) -> strideweave::Result<()> {
+    let label = format!("{name}.__init__ of a carrier the framework makes");
     let dtype = crate::dtype::wrap(py, request.dtype()).map_err(|e| park(py, &label, e))?;
     let kwargs = PyDict::new(py);
     let mut set = kwargs.set_item("dtype", dtype);
@@ -340,16 +396,39 @@ fn fresh_instance(
         set = set.and_then(|()| kwargs.set_item("mutable", false));
     }
     set.map_err(|e| park(py, &label, e))?;
-    fresh
-        .call_method("__init__", (request.slots(),), Some(&kwargs))
-        .map_err(|e| park(py, &label, e))?;
-    if !held.get().fresh_initialized() {
+    if let Err(error) = fresh.call_method("__init__", (request.slots(),), Some(&kwargs)) {
+        return Err(park(py, &label, refused_arguments(py, name, error)));
+    }
+    let initialized = fresh
+        .cast::<PyCarrier>()
+        .is_ok_and(|held| held.get().fresh_initialized());
+    if !initialized {
         return Err(Error::Type(format!(
             "{name}.__init__ did not call Carrier.__init__ for a carrier the framework makes: \
-             it must call super().__init__(slots, dtype=dtype, mutable=mutable)"
+             it must call super().__init__(slots, dtype=dtype, mutable=mutable), or the class \
+             must define {CONFIGURE_LIKE}(self, prototype)"
         )));
     }
-    PyState::linking(&fresh).map_err(|e| park(py, &label, e))
+    Ok(())
+}
+
+/// `error`, raised by calling a class's `__init__` with a factory's arguments, unless it is
+/// the interpreter refusing those arguments — a TypeError that no frame of `__init__` ever
+/// saw (it has no traceback, since the call came from here) — which becomes a TypeError
+/// saying how to make such a class constructible by the framework, caused by the refusal.
+fn refused_arguments(py: Python<'_>, name: &str, error: PyErr) -> PyErr {
+    if !error.is_instance_of::<PyTypeError>(py) || error.traceback(py).is_some() {
+        return error;
+    }
+    let refusal = error.value(py).to_string();
+    let explained = PyTypeError::new_err(format!(
+        "{name}.__init__ cannot be called as {name}(slots, dtype=..., mutable=...) ({refusal}), \
+         so the framework cannot make a {name} like an existing one: define \
+         {CONFIGURE_LIKE}(self, prototype) on {name} to set a fresh instance's configuration \
+         from the prototype"
+    ));
+    explained.set_cause(py, Some(error));
+    explained
 }
 
 /// The core class a Python carrier class stands for, as a route endpoint or a result class:
