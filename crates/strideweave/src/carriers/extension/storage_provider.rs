@@ -17,7 +17,6 @@ type AllocateFn = dyn Fn(&mut dyn Any, usize, DType) -> Result<()> + Send + Sync
 type ReleaseFn = dyn Fn(&mut dyn Any) -> Result<()> + Send + Sync;
 type ReadFn = dyn Fn(&dyn Any, usize) -> Result<Value> + Send + Sync;
 type WriteFn = dyn Fn(&mut dyn Any, usize, Value) -> Result<()> + Send + Sync;
-type FreshFn = dyn Fn(&dyn Any) -> Result<ErasedState> + Send + Sync;
 type ContentsFn = dyn Fn(&mut dyn Any, AllocationContents) -> Result<()> + Send + Sync;
 type FreshForFn = dyn Fn(&dyn Any, FreshRequest) -> Result<ErasedState> + Send + Sync;
 
@@ -88,7 +87,7 @@ struct Callbacks {
     release: Box<ReleaseFn>,
     read: Box<ReadFn>,
     write: Box<WriteFn>,
-    fresh: Box<FreshFn>,
+    fresh: Box<FreshForFn>,
 }
 
 /// The six storage callbacks of a definition-backed carrier class, typed over the author's
@@ -241,6 +240,43 @@ impl StorageProvider {
         Write: Fn(&mut S, usize, Value) -> Result<()> + Send + Sync + 'static,
         Fresh: Fn(&S) -> Result<S> + Send + Sync + 'static,
     {
+        StorageProvider::new_with_fresh_for(
+            supports_dtype,
+            physical_size,
+            allocate,
+            release,
+            read,
+            write,
+            move |state: &S, _: FreshRequest| fresh(state),
+        )
+    }
+
+    /// [`new_fallible`](StorageProvider::new_fallible) with the factories' fresh state built
+    /// by `fresh(&prototype, request)`, which also receives the [`FreshRequest`] saying what
+    /// is about to be constructed (see [`with_fresh_for`](StorageProvider::with_fresh_for)):
+    /// for a state whose own constructor wants the slot count, dtype and mutability, such as
+    /// a carrier class written in another language whose initializer runs for framework-made
+    /// instances too.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_with_fresh_for<S, Supports, Size, Allocate, Release, Read, Write, Fresh>(
+        supports_dtype: Supports,
+        physical_size: Size,
+        allocate: Allocate,
+        release: Release,
+        read: Read,
+        write: Write,
+        fresh: Fresh,
+    ) -> StorageProvider
+    where
+        S: Send + Sync + 'static,
+        Supports: Fn(&S, DType) -> Result<bool> + Send + Sync + 'static,
+        Size: Fn(&S) -> Result<i64> + Send + Sync + 'static,
+        Allocate: Fn(&mut S, usize, DType) -> Result<()> + Send + Sync + 'static,
+        Release: Fn(&mut S) -> Result<()> + Send + Sync + 'static,
+        Read: Fn(&S, usize) -> Result<Value> + Send + Sync + 'static,
+        Write: Fn(&mut S, usize, Value) -> Result<()> + Send + Sync + 'static,
+        Fresh: Fn(&S, FreshRequest) -> Result<S> + Send + Sync + 'static,
+    {
         StorageProvider {
             callbacks: Arc::new(Callbacks {
                 state_type: TypeId::of::<S>(),
@@ -257,8 +293,8 @@ impl StorageProvider {
                 write: Box::new(move |state, index, value| {
                     write(downcast_mut::<S>(state)?, index, value)
                 }),
-                fresh: Box::new(move |state| {
-                    let fresh: ErasedState = Box::new(fresh(downcast::<S>(state)?)?);
+                fresh: Box::new(move |state, request| {
+                    let fresh: ErasedState = Box::new(fresh(downcast::<S>(state)?, request)?);
                     Ok(fresh)
                 }),
             }),
@@ -294,8 +330,9 @@ impl StorageProvider {
     }
 
     /// This provider with `fresh(&prototype, request)` building the state of every carrier a
-    /// factory makes, in place of the `fresh` callback of
-    /// [`new_fallible`](StorageProvider::new_fallible): the same contract (configuration
+    /// factory makes, in place of the `fresh` callback it was constructed with
+    /// ([`new_fallible`](StorageProvider::new_fallible),
+    /// [`new_with_fresh_for`](StorageProvider::new_with_fresh_for)): the same contract (configuration
     /// only, never the prototype's slots; the framework then runs its construction —
     /// `supports_dtype`, `allocate`, the `physical_size` check — on the returned state), with
     /// the [`FreshRequest`] saying what is about to be constructed. For a state whose own
@@ -459,7 +496,7 @@ impl StorageProvider {
     ) -> Result<ErasedState> {
         self.guarded(class, "fresh state", || match &self.fresh_for {
             Some(fresh) => fresh(state, request),
-            None => (self.callbacks.fresh)(state),
+            None => (self.callbacks.fresh)(state, request),
         })
     }
 }
