@@ -206,7 +206,7 @@ impl PyStorageProvider {
         let release = self.release.clone_ref(py);
         let read = self.read.clone_ref(py);
         let write = self.write.clone_ref(py);
-        StorageProvider::new_fallible(
+        StorageProvider::new_with_fresh_for(
             move |state: &PyState, dtype: DType| {
                 Python::attach(|py| {
                     let dtype =
@@ -287,19 +287,13 @@ impl PyStorageProvider {
                     expect_none(py, "write", &answer)
                 })
             },
-            // Superseded by `with_fresh_for` below, which also receives the request.
-            |_: &PyState| {
-                Err(Error::Runtime(
-                    "a Python carrier's fresh state is built with its request".to_owned(),
-                ))
+            |state: &PyState, request: FreshRequest| {
+                Python::attach(|py| {
+                    let prototype = state.link.instance(py)?;
+                    fresh_instance(py, prototype.bind(py), request)
+                })
             },
         )
-        .with_fresh_for(|state: &PyState, request: FreshRequest| {
-            Python::attach(|py| {
-                let prototype = state.link.instance(py)?;
-                fresh_instance(py, prototype.bind(py), request)
-            })
-        })
         .with_elementwise_fallback(self.elementwise_fallback)
     }
 }
