@@ -121,6 +121,7 @@ impl Carrier {
     /// Wraps an already validated erased `body` of the exact `class`, executed by
     /// `authority`, with no check left to fail: the definition-backed path
     /// (`Carrier::create`) and tiny CPU results (`Cpu::inline_f32` and its siblings).
+    #[inline]
     pub(crate) fn from_erased_body<B: ErasedCarrier + 'static>(
         body: B,
         class: CarrierClass,
