@@ -53,16 +53,19 @@ pub fn define_slots() -> Result<CarrierClass> {
     Ok(class)
 }
 
-/// A conformance factory over a fresh class.
+/// A conformance factory over a fresh class; the kernel-pack promise defines another.
 pub fn slots_factory() -> Result<Factory> {
-    let class = define_slots()?;
-    Ok(Factory::new("Slots (one kernel)", move |dtype, values| {
-        let carrier = Carrier::create(class, Slots::default(), values.len(), dtype, true)?;
-        for (i, value) in values.iter().enumerate() {
-            carrier.set(i, *value)?;
-        }
-        Ok(carrier)
-    }))
+    Factory::defined(
+        "Slots (one kernel)",
+        define_slots,
+        |class, dtype, values| {
+            let carrier = Carrier::create(class, Slots::default(), values.len(), dtype, true)?;
+            for (i, value) in values.iter().enumerate() {
+                carrier.set(i, *value)?;
+            }
+            Ok(carrier)
+        },
+    )
 }
 
 #[allow(dead_code)]

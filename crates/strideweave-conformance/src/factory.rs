@@ -100,6 +100,22 @@ pub trait CarrierFactory {
         Vec::new()
     }
 
+    /// A TiledEvictable of the class's configuration (its tier classes and policy) with
+    /// `grid` tiles of `tile` each, holding `values` colexicographically over its logical
+    /// shape `grid · tile`, for a class whose tensors are TiledEvictable tensors; default
+    /// `None`. With it the suite projects and scatters grids of one, two and three axes;
+    /// without it only the one-axis grid of the factory's own 6-element tensor.
+    fn tiled(
+        &self,
+        dtype: DType,
+        values: &[Value],
+        grid: &[usize],
+        tile: &[usize],
+    ) -> Option<Result<Carrier>> {
+        let _ = (dtype, values, grid, tile);
+        None
+    }
+
     /// A fresh class of the kind under test that nothing has constructed or queried yet,
     /// with a factory of its carriers; default `None`. Kernel packs attach only before a
     /// class is observed, so the suite registers its packs on this class.
@@ -125,6 +141,8 @@ pub fn default_tolerance(operation: &str) -> (f64, f64) {
 type MakeFn = dyn Fn(DType, &[Value]) -> Result<Carrier> + Send + Sync;
 type TensorFn = dyn Fn(DType, &[Value], usize, Layout) -> Result<Tensor> + Send + Sync;
 type DestinationFn = dyn Fn(DType, usize) -> Result<Carrier> + Send + Sync;
+type TilingFn = dyn Fn(DType, &[Value], &[usize], &[usize]) -> Result<Carrier> + Send + Sync;
+type DefinedFn = dyn Fn(CarrierClass, DType, &[Value]) -> Result<Carrier> + Send + Sync;
 type FreshFn = dyn Fn() -> Result<(CarrierClass, Factory)> + Send + Sync;
 
 /// A [`CarrierFactory`] built from a closure: `Factory::new("Ring", |dtype, values| ...)`.
@@ -141,6 +159,7 @@ pub struct Factory {
     cases: Vec<OperationCase>,
     facets: Vec<FacetProbe>,
     fresh: Option<Arc<FreshFn>>,
+    tiling: Option<Arc<TilingFn>>,
 }
 
 impl Factory {
@@ -161,7 +180,35 @@ impl Factory {
             cases: Vec::new(),
             facets: Vec::new(),
             fresh: None,
+            tiling: None,
         }
+    }
+
+    /// A factory of a definition-backed class that `define` mints and registers (returning
+    /// the fresh class, constructing and querying nothing), whose carriers `make(class,
+    /// dtype, values)` builds: the factory's own class is defined now, and every check that
+    /// needs a class nothing has observed (kernel packs) defines another with `define`.
+    ///
+    /// # Errors
+    /// The error of the first `define`.
+    pub fn defined(
+        name: impl Into<String>,
+        define: impl Fn() -> Result<CarrierClass> + Send + Sync + 'static,
+        make: impl Fn(CarrierClass, DType, &[Value]) -> Result<Carrier> + Send + Sync + 'static,
+    ) -> Result<Factory> {
+        let name = name.into();
+        let make: Arc<DefinedFn> = Arc::new(make);
+        let over = |class: CarrierClass, name: String, make: &Arc<DefinedFn>| {
+            let make = Arc::clone(make);
+            Factory::new(name, move |dtype, values| make(class, dtype, values))
+        };
+        let class = define()?;
+        let fresh_name = format!("{name} (fresh)");
+        let fresh_make = Arc::clone(&make);
+        Ok(over(class, name, &make).with_fresh_class(move || {
+            let class = define()?;
+            Ok((class, over(class, fresh_name.clone(), &fresh_make)))
+        }))
     }
 
     /// This factory declaring that its class's definition registers the facet type `F`
@@ -179,6 +226,16 @@ impl Factory {
         define: impl Fn() -> Result<(CarrierClass, Factory)> + Send + Sync + 'static,
     ) -> Factory {
         self.fresh = Some(Arc::new(define));
+        self
+    }
+
+    /// This factory building TiledEvictables of any geometry with `tiling(dtype, values,
+    /// grid, tile)` (see [`CarrierFactory::tiled`]).
+    pub fn with_tiling(
+        mut self,
+        tiling: impl Fn(DType, &[Value], &[usize], &[usize]) -> Result<Carrier> + Send + Sync + 'static,
+    ) -> Factory {
+        self.tiling = Some(Arc::new(tiling));
         self
     }
 
@@ -303,5 +360,17 @@ impl CarrierFactory for Factory {
 
     fn fresh_class(&self) -> Option<Result<(CarrierClass, Factory)>> {
         self.fresh.as_ref().map(|define| define())
+    }
+
+    fn tiled(
+        &self,
+        dtype: DType,
+        values: &[Value],
+        grid: &[usize],
+        tile: &[usize],
+    ) -> Option<Result<Carrier>> {
+        self.tiling
+            .as_ref()
+            .map(|tiling| tiling(dtype, values, grid, tile))
     }
 }

@@ -42,6 +42,7 @@ mod report;
 mod scatter;
 mod storage;
 mod support;
+mod tiled;
 mod tripwire;
 
 pub use custom::OperationCase;

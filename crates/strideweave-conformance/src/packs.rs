@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use strideweave::carrier::{Carrier, CarrierClass};
+use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
 use strideweave::carriers::extension::{
     carrier_definition, InterfaceHandle, Preparation, PreparedKernel, ProviderResult, Submitted,
     Unsupported,
@@ -147,22 +147,33 @@ pub(crate) fn kernel_packs(cx: &mut Context<'_>) -> Check {
         &observed,
         "the class under test (already observed)",
     )?;
+    if let Some(reason) = takes_no_packs(observed.class()) {
+        cx.not_applicable = Some(format!(
+            "{reason}; a pack for the observed class was refused with nothing changed"
+        ));
+        return Ok(());
+    }
     let Some(fresh) = cx.factory.fresh_class() else {
-        cx.not_applicable = Some(
-            "the factory gives no fresh class (Factory::with_fresh_class), so no pack can be \
-             registered before the class is observed; a pack for the observed class was \
-             refused with nothing changed"
-                .into(),
-        );
+        cx.not_applicable = Some(format!(
+            "{} is definition-backed with a kernel provider, so it takes kernel packs, but only \
+             until it is first observed (seed: \"Definition and extension registration seal on \
+             first observation\"), and every carrier the factory builds is observed; the \
+             factory gives no fresh class to register them on (Factory::defined, or \
+             Factory::with_fresh_class); a pack for the observed class was refused with \
+             nothing changed",
+            observed.class()
+        ));
         return Ok(());
     };
     let (class, factory) = cx.ok(fresh, || "the factory's fresh class".into())?;
+    if let Some(reason) = takes_no_packs(class) {
+        return Err(cx.broken(format!(
+            "the factory's fresh class cannot take packs although the class under test can: \
+             {reason}"
+        )));
+    }
     let Some(interface) = interface_of(class) else {
-        cx.not_applicable = Some(format!(
-            "{class} has no kernel provider (a storage-only or definition-free class takes no \
-             kernel packs); a pack for it was refused with nothing changed"
-        ));
-        return Ok(());
+        return Err(cx.broken(format!("the fresh class {class} has no kernel provider")));
     };
     let packs = [
         (
@@ -256,6 +267,49 @@ pub(crate) fn kernel_packs(cx: &mut Context<'_>) -> Check {
          one in (namespace, version) order ran on 3 calls, another class's pack never ran"
     ));
     Ok(())
+}
+
+/// Why `class` takes no kernel packs under the seed's rules, or `None` when it is a
+/// definition-backed independent class with a kernel provider (seed: "A kernel pack belongs
+/// to one exact independent carrier": its class has "a registered definition and kernel
+/// provider").
+fn takes_no_packs(class: CarrierClass) -> Option<String> {
+    let dependent = format!(
+        "{class} is a dependent carrier: it derives execution through its dependencies and \
+         never owns kernel packs (seed: \"A DependentCarrier definition SHALL supply a \
+         CompositeProvider and SHALL supply no KernelProvider\"; \"A kernel pack belongs to one \
+         exact independent carrier\")"
+    );
+    let Some(definition) = carrier_definition(class) else {
+        return Some(if class.is_shipped() {
+            format!(
+                "{class} is a definition-free shipped class, which public kernel-pack \
+                 registration rejects (seed: \"Definition-free carriers retain the existing \
+                 extension path\": Generic, CPU, FileBacked, Evictable, BlockDeviceCarrier and \
+                 Metal stay definition-free)"
+            )
+        } else if class.kind() == ClassKind::Dependent {
+            dependent
+        } else {
+            format!(
+                "{class} is definition-free: a kernel pack's class must have a registered \
+                 definition and kernel provider (seed: \"A kernel pack belongs to one exact \
+                 independent carrier\")"
+            )
+        });
+    };
+    if class.kind() == ClassKind::Dependent {
+        return Some(dependent);
+    }
+    if definition.kernels().is_none() {
+        return Some(format!(
+            "{class} is storage-only: its definition has no kernel provider, and a kernel \
+             pack's class must have one (seed: \"An independent definition with no kernel \
+             provider SHALL be storage-only\"; \"A kernel pack belongs to one exact \
+             independent carrier\")"
+        ));
+    }
+    None
 }
 
 /// A second fresh class from the factory's hook.

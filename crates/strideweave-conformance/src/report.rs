@@ -48,8 +48,10 @@ pub enum Promise {
     Gradients,
     /// Where the class supports carrier scatter, a scatter writes exactly the slots its
     /// mapping names and bumps the version once, and a refused one (not injective, out of
-    /// range, immutable) changes nothing; for TiledEvictable tensors, `project` gathers the
-    /// selected tiles and `TiledEvictable::scatter` writes them into a fresh carrier.
+    /// range, immutable) changes nothing; for TiledEvictable tensors (on grids of one to three
+    /// axes with a tiling hook), `project` gathers the selected tiles in order and
+    /// `TiledEvictable::scatter` writes them into a fresh carrier whose other tiles are
+    /// invalid, the source and template unchanged.
     Scatter,
     /// `move_async` to the CPU and to every named destination gives a handle that is done
     /// once waited, returns the same tensor on every wait, carries the values, bumps the
@@ -166,7 +168,10 @@ impl Promise {
             Promise::Scatter => {
                 "a scatter wrote other slots or values than its mapping names, moved the version \
                  by other than one, or a refused scatter changed the carrier; a class's bulk \
-                 write (write_all) must write every pair it is given, all or nothing"
+                 write (write_all) must write every pair it is given, all or nothing; for a \
+                 projection or a TiledEvictable scatter, the tiers' factories (new_like, \
+                 allocate_like) must give independent carriers holding exactly what they are \
+                 asked for"
             }
             Promise::AsyncMoves => {
                 "an asynchronous move's handle was not done after its wait, gave two outcomes, \

@@ -1,10 +1,9 @@
 //! Scatter and projection: where the class supports carrier scatter, a scatter writes exactly
 //! the slots its mapping names, once, and a refused one changes nothing (docs/carriers.md,
-//! Scatter); where its tensors are TiledEvictable tensors, `project` gathers the selected
-//! tiles and `TiledEvictable::scatter` writes them back into a fresh carrier (docs/tiers.md,
-//! project and scatter).
+//! Scatter); where its tensors are TiledEvictable tensors, the projections of
+//! [`crate::tiled`] run too.
 
-use strideweave::carriers::{Cpu, ScatterReduction, TileSelection, TiledEvictable};
+use strideweave::carriers::Cpu;
 use strideweave::{Carrier, DType, ErrorKind, Layout, Shape, Stride, Tensor, Value};
 
 use crate::cases::generic_tensor;
@@ -23,7 +22,7 @@ fn layout(cx: &Context<'_>, extents: &[usize], strides: &[usize]) -> Result2<Lay
 pub(crate) fn scatter(cx: &mut Context<'_>) -> Check {
     let dtype = cx.storable()?[0];
     let scattered = carrier_scatter(cx, dtype)?;
-    let projected = tiled(cx, dtype)?;
+    let projected = crate::tiled::tiled(cx, dtype)?;
     if !scattered && !projected {
         cx.not_applicable = Some(
             "the class supports no carrier scatter (NotImplemented, nothing changed) and its \
@@ -212,84 +211,4 @@ fn unchanged(cx: &Context<'_>, what: &str, carrier: &Carrier, before: &Snapshot)
         Some(change) => Err(cx.broken(format!("{what} changed the carrier: {change}"))),
         None => Ok(()),
     }
-}
-
-/// For a class whose tensors are TiledEvictable tensors of one axis: `project` of the last
-/// and the first tile gives their elements in that order and changes nothing, and
-/// `TiledEvictable::scatter` of other values into those tiles gives a fresh carrier holding
-/// them there, with the template unchanged. Returns whether it applied.
-fn tiled(cx: &mut Context<'_>, dtype: DType) -> Result2<bool> {
-    let values = cx.rng.values(dtype, 6);
-    let dense = layout(cx, &[6], &[1])?;
-    let tensor = cx.ok(cx.factory.tensor(dtype, &values, 0, dense), || {
-        "a tensor of the class".into()
-    })?;
-    let carrier = tensor.carrier().clone();
-    let (Ok(grid), Ok(tile)) = (
-        TiledEvictable::grid_shape(&carrier),
-        TiledEvictable::tile_shape(&carrier),
-    ) else {
-        return Ok(false);
-    };
-    if grid.len() != 1 || grid[0] < 2 || TiledEvictable::check_footprint(&tensor).is_err() {
-        cx.notes.push(format!(
-            "project not run: the class's 6-element tensor has grid {grid:?}"
-        ));
-        return Ok(false);
-    }
-    let (count, t) = (grid[0], tile[0]);
-    let picks = vec![count - 1, 0];
-    let selection = cx.ok(TileSelection::new(vec![picks.clone()]), || {
-        "a tile selection".into()
-    })?;
-    let elements = cx.ok(tensor.to_values(), || "reading the tensor".into())?;
-    let before = cx.ok(Snapshot::of(&carrier), || "a snapshot".into())?;
-    let what = format!("project of tiles {picks:?} (grid {grid:?}, tile {tile:?})");
-    let started = TiledEvictable::project(&tensor, &selection, None);
-    let compact = cx.ok(started.and_then(|p| p.wait()), || what.clone())?;
-    let got = cx.ok(compact.to_values(), || format!("reading {what}"))?;
-    let coordinate = |c: usize| picks[c / t] * t + c % t;
-    cx.ensure(got.len() == picks.len() * t, || {
-        format!("{what} has {} elements, {} due", got.len(), picks.len() * t)
-    })?;
-    for (c, g) in got.iter().enumerate() {
-        let want = elements[coordinate(c)];
-        cx.ensure(same_value(g, &want), || {
-            format!(
-                "{what}: compact element {c} is {g}, the tensor's element {} is {want}",
-                coordinate(c)
-            )
-        })?;
-    }
-    unchanged(cx, &what, &carrier, &before)?;
-
-    let replacement = cx.rng.values(dtype, picks.len() * t);
-    let compact_layout = layout(cx, &[picks.len() * t], &[1])?;
-    let source = cx.ok(
-        generic_tensor(dtype, &replacement, 0, compact_layout),
-        || "a compact tensor".into(),
-    )?;
-    let what = format!("TiledEvictable::scatter (replace) into tiles {picks:?}");
-    let started = TiledEvictable::scatter(&source, &tensor, &selection, ScatterReduction::Replace);
-    let result = cx.ok(started.and_then(|s| s.wait()), || what.clone())?;
-    cx.ensure(!result.carrier().same_as(&carrier), || {
-        format!("{what} wrote into the template's carrier, not a fresh one")
-    })?;
-    for (c, want) in replacement.iter().enumerate() {
-        let got = cx.ok(result.carrier().get(coordinate(c)), || {
-            format!("reading element {} after {what}", coordinate(c))
-        })?;
-        cx.ensure(same_value(&got, want), || {
-            format!(
-                "after {what}, element {} is {got}, the compact's element {c} is {want}",
-                coordinate(c)
-            )
-        })?;
-    }
-    unchanged(cx, &what, &carrier, &before)?;
-    cx.notes.push(format!(
-        "project and scatter of tiles {picks:?} of a TiledEvictable tensor (grid {grid:?}, tile \
-         {tile:?})"
-    ));
-    Ok(true)
 }

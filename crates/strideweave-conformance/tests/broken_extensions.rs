@@ -20,7 +20,7 @@ use strideweave::{
     register_carrier_definition, CarrierDefinition, DType, Result, StorageProvider, TransferRoute,
     Value,
 };
-use strideweave_conformance::{check, run, Factory, Promise, Verdict};
+use strideweave_conformance::{check, run, CarrierFactory, Factory, Promise, Verdict};
 
 /// A factory of carriers of the definition-backed `class` over [`Slots`], named `name`.
 fn slots_factory(name: &str, class: CarrierClass) -> Factory {
@@ -224,19 +224,120 @@ fn a_fresh_class_observed_before_its_packs_attach_breaks_the_pack_promise() {
     assert!(message.contains("its kernel set is sealed"), "{message}");
 }
 
+/// The reason the kernel-pack promise of `factory` gives for not applying.
+fn packs_not_applicable(factory: &Factory) -> String {
+    match check(factory, Promise::KernelPacks).verdict {
+        Verdict::NotApplicable(reason) => reason,
+        other => panic!("the kernel-pack promise should not apply, got {other:?}"),
+    }
+}
+
 #[test]
 fn a_shipped_class_refuses_packs_and_the_promise_does_not_apply() {
     let generic = Factory::new("Generic", |dtype, values| {
         strideweave::carriers::Generic::carrier(values, dtype, true)
     });
-    let outcome = check(&generic, Promise::KernelPacks);
-    match outcome.verdict {
-        Verdict::NotApplicable(reason) => assert!(
-            reason.starts_with("the factory gives no fresh class (Factory::with_fresh_class)"),
-            "{reason}"
+    assert_eq!(
+        packs_not_applicable(&generic),
+        "Generic is a definition-free shipped class, which public kernel-pack registration \
+         rejects (seed: \"Definition-free carriers retain the existing extension path\": \
+         Generic, CPU, FileBacked, Evictable, BlockDeviceCarrier and Metal stay \
+         definition-free); a pack for the observed class was refused with nothing changed"
+    );
+}
+
+#[test]
+fn a_dependent_class_refuses_packs_and_the_reason_cites_the_seed() {
+    let tiled = Factory::new("TiledEvictable", |dtype, values| {
+        let primary = Cpu::from_values(values, dtype, true)?;
+        let secondary = Cpu::carrier(0, dtype, true, false)?;
+        strideweave::carriers::TiledEvictable::carrier(
+            &primary,
+            &secondary,
+            &[values.len()],
+            &[1],
+            None,
+        )
+    })
+    .with_min_slots(1);
+    let reason = packs_not_applicable(&tiled);
+    assert!(
+        reason.starts_with(
+            "TiledEvictable is a dependent carrier: it derives execution through its \
+             dependencies and never owns kernel packs (seed: \"A DependentCarrier definition \
+             SHALL supply a CompositeProvider and SHALL supply no KernelProvider\""
         ),
-        other => panic!("{other:?}"),
-    }
+        "{reason}"
+    );
+}
+
+#[test]
+fn definition_free_and_storage_only_custom_classes_refuse_packs_with_their_reasons() {
+    let bag = Bag::factory("Bag", BagFlaw::None);
+    assert_eq!(
+        packs_not_applicable(&bag),
+        "Bag is definition-free: a kernel pack's class must have a registered definition and \
+         kernel provider (seed: \"A kernel pack belongs to one exact independent carrier\"); a \
+         pack for the observed class was refused with nothing changed"
+    );
+    let shelf = faceted("Shelf", Arc::new(Labels));
+    let reason = packs_not_applicable(&shelf);
+    assert!(
+        reason.starts_with(
+            "Shelf is storage-only: its definition has no kernel provider, and a kernel pack's \
+             class must have one (seed: \"An independent definition with no kernel provider \
+             SHALL be storage-only\""
+        ),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_class_that_could_take_packs_without_a_fresh_class_says_how_to_give_one() {
+    let (_, factory) = common::ring_parts(Flaw::None, &["neg"]);
+    let reason = packs_not_applicable(&factory);
+    assert!(
+        reason.starts_with("Ring is definition-backed with a kernel provider, so it takes kernel packs, but only until it is first observed (seed: \"Definition and extension registration seal on first observation\")"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("(Factory::defined, or Factory::with_fresh_class)"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_factory_defined_from_its_class_definition_selects_packs_on_a_fresh_class() {
+    let factory = Factory::defined(
+        "Ring (defined)",
+        || Ok(define_ring(Flaw::None, &ring_faults(), &["neg"])),
+        ring_carrier,
+    )
+    .unwrap();
+    let outcome = check(&factory, Promise::KernelPacks);
+    assert_eq!(outcome.verdict, Verdict::Kept, "{outcome:?}");
+    assert!(
+        outcome.notes[0].starts_with("three packs on the fresh Ring"),
+        "{:?}",
+        outcome.notes
+    );
+}
+
+#[test]
+fn a_fresh_class_that_cannot_take_packs_breaks_the_pack_promise() {
+    let factory = ring_running(Flaw::None, &["neg"]).with_fresh_class(|| {
+        let shelf = faceted("Shelf", Arc::new(Labels));
+        let class = shelf.carrier(DType::FLOAT32, &[]).map(|c| c.class());
+        Ok((class?, shelf))
+    });
+    let message = broken_message(&factory, Promise::KernelPacks);
+    assert!(
+        message.contains(
+            "the factory's fresh class cannot take packs although the class under test can: \
+             Shelf is storage-only"
+        ),
+        "{message}"
+    );
 }
 
 // Typed facets.

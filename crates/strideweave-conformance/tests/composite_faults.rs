@@ -5,7 +5,7 @@
 mod common;
 
 use common::{define_ring, ring_carrier, ring_faults, Flaw};
-use strideweave::carriers::{Evictable, TiledEvictable};
+use strideweave::carriers::{Evictable, TileResidency, TiledEvictable};
 use strideweave::{Result, Tensor, Value};
 use strideweave_conformance::{carrier_conformance, Factory};
 
@@ -28,21 +28,24 @@ fn evictable_over_rings() -> Factory {
 fn tiled_over_rings() -> Factory {
     let faults = ring_faults();
     let class = define_ring(Flaw::None, &faults, &["neg", "relu"]);
-    let tiled = move |dtype, values: &[Value], grid: &[usize]| {
+    let tiled = move |dtype, values: &[Value], grid: &[usize], tile: &[usize]| {
         let primary = ring_carrier(class, dtype, values)?;
         let secondary = ring_carrier(class, dtype, &[])?;
-        TiledEvictable::carrier(&primary, &secondary, grid, &vec![1; grid.len()], None)
+        TiledEvictable::carrier(&primary, &secondary, grid, tile, None)
     };
     Factory::new("TiledEvictable(Ring, Ring)", move |dtype, values| {
-        tiled(dtype, values, &[values.len()])
+        tiled(dtype, values, &[values.len()], &[1])
     })
     .with_tensors(move |dtype, slots, offset, layout| {
         let elements = (0..layout.size())
             .map(|i| Ok(slots[offset + layout.index_of(i)?]))
             .collect::<Result<Vec<Value>>>()?;
         let shape = layout.shape().clone();
-        Tensor::compact(tiled(dtype, &elements, shape.leaves())?, shape)
+        let single = vec![1; shape.leaves().len()];
+        Tensor::compact(tiled(dtype, &elements, shape.leaves(), &single)?, shape)
     })
+    .with_tiling(tiled)
+    .with_facet::<TileResidency>()
     .with_faults(faults)
     .with_min_slots(1)
     .with_fixed_extent_factories()

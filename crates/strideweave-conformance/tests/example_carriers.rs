@@ -63,6 +63,13 @@ fn the_null_carrier_keeps_its_storage_promises_and_advertises_nothing() {
             (Promise::Facets, "kept"),
         ]
     );
+    match &report.outcome(Promise::KernelPacks).unwrap().verdict {
+        Verdict::NotApplicable(why) => assert!(
+            why.starts_with("Null is storage-only: its definition has no kernel provider"),
+            "{why}"
+        ),
+        other => panic!("{other:?}"),
+    }
     let refused = &report.outcome(Promise::UnadvertisedPlans).unwrap().notes[0];
     assert!(
         refused.starts_with("76 unadvertised plans refused"),
@@ -114,6 +121,11 @@ fn the_one_kernel_carrier_runs_neg_and_its_gradient() {
     assert!(ran[0].ends_with("on 9 geometries"), "{ran:?}");
     assert_eq!(
         report.outcome(Promise::Gradients).unwrap().verdict,
+        Verdict::Kept
+    );
+    // Factory::defined defines a fresh class for the packs.
+    assert_eq!(
+        report.outcome(Promise::KernelPacks).unwrap().verdict,
         Verdict::Kept
     );
 }
