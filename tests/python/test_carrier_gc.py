@@ -142,3 +142,65 @@ def test_a_failed_construction_leaves_nothing_alive() -> None:
     raised.clear()
     gc.collect()
     assert alive() is None
+
+
+class BackReferring(sw.ResidencyPolicy):
+    """A residency policy that keeps its TiledEvictable (`self.carrier`) and records the
+    tiles each plan was asked for."""
+
+    carrier: Any
+
+    def __init__(self) -> None:
+        self.asked: List[Any] = []
+
+    def plan(self, required: Any, purpose: str) -> sw.ResidencyPlan:
+        self.asked.append((required, purpose, self.carrier.size()))
+        return sw.ResidencyPlan(promote=required)
+
+
+def tiled_with(policy: sw.ResidencyPolicy) -> sw.TiledEvictable:
+    """A 2x2 tensor's carrier (values 1..4) in two 2x1 tiles on the secondary tier."""
+    secondary = sw.CPU.from_values([1.0, 2.0, 3.0, 4.0])
+    return sw.TiledEvictable(sw.CPU(0), secondary, [1, 2], [2, 1], residency_policy=policy)
+
+
+def test_a_residency_policy_referring_back_to_its_tiled_evictable_is_collected() -> None:
+    policy = BackReferring()
+    carrier = tiled_with(policy)
+    policy.carrier = carrier
+    assert sw.reduce_sum(sw.Tensor.compact(carrier, (2, 2))).to_list() == [4.0, 6.0]
+    assert policy.asked == [(((0, 0), (0, 1)), "operation", 4)]
+    carrier_alive, policy_alive = weakref.ref(carrier), weakref.ref(policy)
+    del carrier, policy
+    gc.collect()
+    assert carrier_alive() is None and policy_alive() is None
+
+
+def test_a_tensor_keeps_the_cycle_alive_and_the_policy_still_plans_after_a_collection() -> None:
+    policy = BackReferring()
+    carrier = tiled_with(policy)
+    policy.carrier = carrier
+    t = sw.Tensor.compact(carrier, (2, 2))
+    carrier_alive, policy_alive = weakref.ref(carrier), weakref.ref(policy)
+    del carrier, policy
+    gc.collect()
+    assert carrier_alive() is not None and policy_alive() is not None
+    assert t.carrier is carrier_alive()
+    assert sw.reduce_sum(t).to_list() == [4.0, 6.0]
+    assert [purpose for _, purpose, _ in policy_alive().asked] == ["operation"]  # type: ignore[union-attr]
+    del t
+    gc.collect()
+    assert carrier_alive() is None and policy_alive() is None
+
+
+def test_a_carrier_object_made_again_for_the_core_carrier_reports_the_policy_too() -> None:
+    policy = BackReferring()
+    t = sw.Tensor.compact(tiled_with(policy), (2, 2))
+    first = weakref.ref(t.carrier)
+    gc.collect()
+    assert first() is None, "the first object died while the tensor kept the core carrier"
+    policy.carrier = t.carrier
+    again, policy_alive = weakref.ref(policy.carrier), weakref.ref(policy)
+    del t, policy
+    gc.collect()
+    assert again() is None and policy_alive() is None

@@ -55,7 +55,9 @@ pub struct PyCarrier {
     /// For an instance the framework makes (a factory's fresh carrier): what it constructs,
     /// and whether the class's `__init__` reached `Carrier.__init__` with those arguments.
     fresh: OnceLock<(FreshRequest, AtomicBool)>,
-    /// For an instance of a Python class: the link its core carrier's state holds to it.
+    /// The link through which the core carrier refers back to a Python object: for an
+    /// instance of a Python class, the one its provider state holds to the instance; for a
+    /// TiledEvictable with a Python residency policy, the one its policy holds to the policy.
     link: OnceLock<Arc<InstanceLink>>,
 }
 
@@ -163,7 +165,14 @@ pub fn wrap(py: Python<'_>, carrier: &Carrier) -> PyResult<Py<PyAny>> {
         "Generic" => registered::<PyGeneric>(py, carrier),
         "FileBacked" => registered::<PyFileBacked>(py, carrier),
         "Evictable" => registered::<PyEvictable>(py, carrier),
-        "TiledEvictable" => registered::<PyTiledEvictable>(py, carrier),
+        "TiledEvictable" => {
+            let link = crate::residency::policy_link(&carrier);
+            let object = registered::<PyTiledEvictable>(py, carrier)?;
+            if let Some(link) = link {
+                object.bind(py).cast::<PyCarrier>()?.get().set_link(&link);
+            }
+            Ok(object)
+        }
         "BlockDeviceCarrier" => {
             registered::<crate::block_device::PyBlockDeviceCarrier>(py, carrier)
         }
@@ -759,16 +768,24 @@ impl PyTiledEvictable {
         tile_shape: &Bound<'_, PyAny>,
         residency_policy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let policy = residency_policy
-            .filter(|p| !p.is_none())
-            .map(crate::residency::policy_arg)
-            .transpose()?;
+        let (policy, link) = match residency_policy.filter(|p| !p.is_none()) {
+            None => (None, None),
+            Some(policy) => {
+                let (policy, link) = crate::residency::policy_arg(policy)?;
+                (Some(policy), Some(link))
+            }
+        };
         let primary = expect_carrier(primary, "TiledEvictable primary")?;
         let secondary = expect_carrier(secondary, "TiledEvictable secondary")?;
         let grid = to_indices(grid_shape, "TiledEvictable grid_shape")?;
         let tile = to_indices(tile_shape, "TiledEvictable tile_shape")?;
         let carrier = TiledEvictable::carrier(&primary, &secondary, &grid, &tile, policy).py()?;
-        Ok(construct::<PyTiledEvictable>(carrier))
+        let held = PyCarrier::holding(carrier.clone());
+        if let Some(link) = link {
+            crate::residency::remember_policy_link(&carrier, &link);
+            held.set_link(&link);
+        }
+        Ok(PyClassInitializer::from(held).add_subclass(PyTiledEvictable))
     }
 
     /// The state of the tile at grid coordinate `coord`.

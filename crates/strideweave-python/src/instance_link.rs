@@ -1,5 +1,7 @@
 //! `InstanceLink`: the reference from a core carrier of a Python class to its Python
-//! instance, visible to Python's garbage collector.
+//! instance, visible to Python's garbage collector. A TiledEvictable's reference to its
+//! Python residency policy is held the same way, shared with the carrier's Python object
+//! (a policy that refers back to that object is the same kind of cycle).
 //!
 //! The instance holds its core carrier (`PyCarrier`), and the core carrier's provider state
 //! holds the instance: a cycle through Rust, which the collector cannot see on its own. The
@@ -39,7 +41,9 @@ impl InstanceLink {
             .as_ref()
             .map(|instance| instance.clone_ref(py))
             .ok_or_else(|| {
-                Error::Runtime("the Python object of this carrier was garbage-collected".to_owned())
+                Error::Runtime(
+                    "the Python object this carrier refers to was garbage-collected".to_owned(),
+                )
             })
     }
 

@@ -7,7 +7,9 @@
 //! raised in either is parked (callback_error) and raised again, as the same object, when the
 //! failing call leaves the core, which has published nothing.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -15,11 +17,12 @@ use pyo3::types::{PyBool, PyInt, PyTuple};
 use strideweave::carriers::{
     ResidencyPlan, ResidencyPolicy, ResidencyPurpose, TileProgress, TileSet,
 };
-use strideweave::Error;
+use strideweave::{Carrier, Error};
 
 use crate::callback_error::park;
 use crate::convert::{to_indices, type_name};
 use crate::errors::IntoPyResult;
+use crate::instance_link::InstanceLink;
 
 /// Tile coordinates from a Python iterable of int sequences; `what` names the field.
 fn tiles_arg(tiles: &Bound<'_, PyAny>, what: &str) -> PyResult<TileSet> {
@@ -178,9 +181,12 @@ impl PyResidencyPolicy {
     fn on_progress(&self, _progress: &Bound<'_, PyAny>) {}
 }
 
-/// The core policy that calls a Python `ResidencyPolicy` object.
+/// The core policy that calls a Python `ResidencyPolicy` object, held through a link that
+/// the TiledEvictable's Python object shares, so the garbage collector sees the reference
+/// (a policy that refers back to its carrier is a cycle through the core; see
+/// crate::instance_link).
 struct PythonPolicy {
-    object: Py<PyAny>,
+    link: Arc<InstanceLink>,
     capacity: Option<usize>,
 }
 
@@ -202,7 +208,8 @@ impl ResidencyPolicy for PythonPolicy {
         Python::attach(|py| {
             let tiles = tiles_out(py, required).map_err(|e| park(py, CALLBACK, e))?;
             let answer = self
-                .object
+                .link
+                .instance(py)?
                 .bind(py)
                 .call_method1("plan", (tiles, purpose_name(purpose)))
                 .map_err(|e| park(py, CALLBACK, e))?;
@@ -228,7 +235,8 @@ impl ResidencyPolicy for PythonPolicy {
             let record = Py::new(py, crate::residency_progress::PyTileProgress::new(progress))
                 .map_err(|e| park(py, CALLBACK, e))?;
             let answer = self
-                .object
+                .link
+                .instance(py)?
                 .bind(py)
                 .call_method1("on_progress", (record,))
                 .map_err(|e| park(py, CALLBACK, e))?;
@@ -243,8 +251,11 @@ impl ResidencyPolicy for PythonPolicy {
     }
 }
 
-/// The core policy of a `residency_policy` argument: a `ResidencyPolicy` instance.
-pub fn policy_arg(policy: &Bound<'_, PyAny>) -> PyResult<std::sync::Arc<dyn ResidencyPolicy>> {
+/// The core policy of a `residency_policy` argument, a `ResidencyPolicy` instance, and the
+/// link through which it holds the instance.
+pub fn policy_arg(
+    policy: &Bound<'_, PyAny>,
+) -> PyResult<(Arc<dyn ResidencyPolicy>, Arc<InstanceLink>)> {
     if policy.cast::<PyResidencyPolicy>().is_err() {
         return Err(PyTypeError::new_err(format!(
             "TiledEvictable residency_policy must be a ResidencyPolicy, got {}",
@@ -267,8 +278,33 @@ pub fn policy_arg(policy: &Bound<'_, PyAny>) -> PyResult<std::sync::Arc<dyn Resi
             ))
         })?)
     };
-    Ok(std::sync::Arc::new(PythonPolicy {
-        object: policy.clone().unbind(),
+    let link = InstanceLink::new(policy.clone().unbind());
+    let core: Arc<dyn ResidencyPolicy> = Arc::new(PythonPolicy {
+        link: Arc::clone(&link),
         capacity,
-    }))
+    });
+    Ok((core, link))
+}
+
+/// The policy link of each TiledEvictable built with a Python policy, by the core carrier's
+/// identity, so a Python object made later for the same carrier shares it. The entries are
+/// weak: a link outlives its entry only while its carrier lives.
+static POLICY_LINKS: LazyLock<Mutex<HashMap<usize, Weak<InstanceLink>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Records `link` as the policy link of the TiledEvictable `carrier` (dropping the entries of
+/// carriers that are gone).
+pub fn remember_policy_link(carrier: &Carrier, link: &Arc<InstanceLink>) {
+    let mut links = POLICY_LINKS.lock().unwrap_or_else(PoisonError::into_inner);
+    links.retain(|_, link| link.strong_count() > 0);
+    links.insert(carrier.id(), Arc::downgrade(link));
+}
+
+/// The policy link of the TiledEvictable `carrier`, if it was built with a Python policy.
+pub fn policy_link(carrier: &Carrier) -> Option<Arc<InstanceLink>> {
+    POLICY_LINKS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&carrier.id())
+        .and_then(Weak::upgrade)
 }
