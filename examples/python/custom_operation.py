@@ -107,11 +107,18 @@ def main() -> None:
         (x,) = ctx.saved_operands
         return (None if g is None else softsign_grad(g, x),)
 
+    def reference(invocation: sw.ResolvedInvocation) -> sw.Tensor:
+        # The carrier-neutral oracle a kernel is compared with: computed on the CPU.
+        (x,) = invocation.operands
+        assert isinstance(x, sw.Tensor)
+        return sw.Tensor.compact(sw.CPU.from_values([v / (1 + abs(v)) for v in values(x)]), x.shape)
+
     softsign = sw.define_operation(
         "demo.softsign",
         sw.OperationSchema([sw.OperandSpec("x", differentiable, differentiable=True)]),
         elementwise("demo.softsign", 1, saved=(0,)),
-        vjp=vjp,
+        reference,
+        vjp,
     )
     patterns = [
         sw.KernelPattern(softsign, [sw.OperationCapability.from_plan(plan(softsign.name, 1))], "list.softsign", kernel(lambda x: x / (1 + abs(x)))),
@@ -145,6 +152,13 @@ def main() -> None:
             slopes.append((values(softsign(filled(up)))[i] - values(softsign(filled(down)))[i]) / (2 * h))
     worst = max(abs(a - b) for a, b in zip(values(x.grad), slopes))
     print("matches finite differences:", worst < 1e-2)
+    with sw.no_grad():
+        invocation = softsign.resolve_call(filled(xs))
+        (expected,) = softsign.run_reference(invocation)
+        actual = softsign(filled(xs))
+    spec = invocation.results[0]
+    close = all(abs(a - e) <= spec.atol + spec.rtol * abs(e) for a, e in zip(values(actual), values(expected)))
+    print("the kernel matches the reference:", close)
     try:
         softsign(sw.Tensor.compact(sw.CPU.from_values([1.0]), (1,)))
     except sw.UnsupportedOperationPlan as error:

@@ -1,6 +1,6 @@
 """Type stubs of the extension module ``strideweave._native``."""
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union, final
+from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union, final, overload
 
 IntTree = Union[int, Tuple["IntTree", ...], List["IntTree"]]
 Scalar = Union[bool, int, float]
@@ -479,8 +479,12 @@ class OperationDefinition:
     def name(self) -> str: ...
     @property
     def is_builtin(self) -> bool: ...
+    @property
+    def reference(self) -> Optional[ReferenceImplementation]: ...
     def __hash__(self) -> int: ...
     def __call__(self, *operands: Operand, **options: OptionValue) -> Tensor: ...
+    def resolve_call(self, *operands: Operand, **options: OptionValue) -> ResolvedInvocation: ...
+    def run_reference(self, invocation: ResolvedInvocation) -> Tuple[Tensor, ...]: ...
 
 def operation_definition(name: str) -> OperationDefinition: ...
 
@@ -826,10 +830,22 @@ class VJPContext:
 Cotangents = Tuple[Optional[Tensor], ...]
 BackwardRule = Callable[[VJPContext, Cotangents], Sequence[Optional[Tensor]]]
 
+ReferenceImplementation = Callable[[ResolvedInvocation], Union[Tensor, Sequence[Tensor]]]
+
+@overload
 def define_operation(
     name: str,
     schema: OperationSchema,
     resolve: Callable[[BoundOperationCall], ResolvedInvocation],
+    reference: Optional[ReferenceImplementation],
+    vjp: Union[BackwardRule, Marker],
+) -> OperationDefinition: ...
+@overload
+def define_operation(
+    name: str,
+    schema: OperationSchema,
+    resolve: Callable[[BoundOperationCall], ResolvedInvocation],
+    reference: Optional[ReferenceImplementation] = None,
     *,
     vjp: Union[BackwardRule, Marker],
 ) -> OperationDefinition: ...

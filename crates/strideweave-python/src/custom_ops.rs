@@ -857,19 +857,23 @@ fn gradients_of(
 /// `OperationDefinition` (callable: `op(x)` runs it and returns its one result).
 ///
 /// `resolve(call)` receives the `BoundOperationCall` and returns the `ResolvedInvocation`
-/// (plan and result specs) for it; `vjp(ctx, cotangents)` receives the `VJPContext` and one
+/// (plan and result specs) for it; `reference(invocation)`, optional, is the seed's
+/// carrier-neutral reference: it computes the invocation's results (a Tensor or a tuple of
+/// Tensors, on any carrier) for comparing kernels with, within each `ResultSpec`'s `atol` and
+/// `rtol` (crate::reference); `vjp(ctx, cotangents)` receives the `VJPContext` and one
 /// cotangent (a Tensor or `None`) per result, and returns one gradient (a Tensor or `None`)
 /// per differentiable operand; `vjp=NON_DIFFERENTIABLE` declares that there is none. The
 /// name rules are the core's (at least two dot-separated identifiers, not under
 /// `strideweave` or a built-in's name, not taken: `ValueError`); an omitted `vjp` is a
 /// `ValueError`, a `vjp` that is neither callable nor the marker a `TypeError`.
 #[pyfunction]
-#[pyo3(signature = (name, schema, resolve, *, vjp=None))]
+#[pyo3(signature = (name, schema, resolve, reference=None, vjp=None))]
 pub fn define_operation(
     py: Python<'_>,
     name: &Bound<'_, PyAny>,
     schema: &Bound<'_, PyAny>,
     resolve: &Bound<'_, PyAny>,
+    reference: Option<&Bound<'_, PyAny>>,
     vjp: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyOperationDefinition> {
     let name = expect_str(name, "define_operation name")?;
@@ -883,6 +887,17 @@ pub fn define_operation(
             ))
         })?;
     let resolve = expect_callable(resolve, "define_operation resolve")?;
+    let reference = match reference.filter(|r| !r.is_none()) {
+        None => None,
+        Some(reference) => Some(
+            expect_callable(reference, "define_operation reference").map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "define_operation reference must be callable or None, got {}",
+                    type_name(reference)
+                ))
+            })?,
+        ),
+    };
     let rule = match vjp {
         None => {
             return Err(PyValueError::new_err(format!(
@@ -902,9 +917,15 @@ pub fn define_operation(
         ),
     };
     let resolve = resolver(name.clone(), resolve);
+    let core_reference = reference
+        .as_ref()
+        .map(|reference| crate::reference::reference_fn(name.clone(), reference.clone_ref(py)));
     let inner = py
-        .detach(|| core_define(&name, schema, resolve, None, rule))
+        .detach(|| core_define(&name, schema, resolve, core_reference, rule))
         .py()?;
+    if let Some(reference) = reference {
+        crate::reference::remember(&inner, reference);
+    }
     Ok(PyOperationDefinition { inner })
 }
 
@@ -922,14 +943,13 @@ fn definition_arg(operation: &Bound<'_, PyAny>) -> PyResult<OperationDefinition>
     )))
 }
 
-/// Runs `definition` on `operands` (Tensors and Python scalars, positional) and `options`
-/// (by keyword), with the GIL released while the core runs; returns every result.
-pub fn run(
-    py: Python<'_>,
+/// The core operands and options of a call of `definition`: `operands` (Tensors and Python
+/// scalars, positional) and `options` (by keyword).
+fn call_arguments(
     definition: &OperationDefinition,
     operands: &Bound<'_, PyTuple>,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Vec<Tensor>> {
+) -> PyResult<(Vec<Operand>, Vec<(String, OptionValue)>)> {
     let name = definition.name();
     let operands = operands
         .iter()
@@ -958,10 +978,41 @@ pub fn run(
             given.push((key, value));
         }
     }
+    Ok((operands, given))
+}
+
+/// Runs `definition` on `operands` (Tensors and Python scalars, positional) and `options`
+/// (by keyword), with the GIL released while the core runs; returns every result.
+pub fn run(
+    py: Python<'_>,
+    definition: &OperationDefinition,
+    operands: &Bound<'_, PyTuple>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Vec<Tensor>> {
+    let (operands, given) = call_arguments(definition, operands, options)?;
     py.detach(|| {
         let options: Vec<(&str, OptionValue)> =
             given.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         definition.call(operands, &options)
+    })
+    .py()
+}
+
+/// Binds and resolves a call of `definition` (`OperationDefinition.resolve_call`): the
+/// invocation a provider would receive, with no carrier consulted and nothing run.
+pub fn resolve_call(
+    py: Python<'_>,
+    definition: &OperationDefinition,
+    operands: &Bound<'_, PyTuple>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<ResolvedInvocation> {
+    let (operands, given) = call_arguments(definition, operands, options)?;
+    py.detach(|| {
+        let options: Vec<(&str, OptionValue)> =
+            given.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        definition
+            .bind(operands, &options)
+            .and_then(|call| definition.resolve(&call))
     })
     .py()
 }

@@ -76,6 +76,50 @@ impl PyOperationDefinition {
         }
         Ok(wrap_tensor(results.remove(0)))
     }
+
+    /// The reference implementation `define_operation` was given (the same callable), or
+    /// `None` (every built-in, and a custom operation defined without one).
+    #[getter]
+    fn reference(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        crate::reference::python_reference(py, &self.inner)
+    }
+
+    /// Binds and resolves a call on `operands` and `options` without running it: the
+    /// `ResolvedInvocation` a provider would receive (the core's binding and resolver; no
+    /// carrier is consulted).
+    #[pyo3(signature = (*operands, **options))]
+    fn resolve_call(
+        &self,
+        py: Python<'_>,
+        operands: &Bound<'_, PyTuple>,
+        options: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<PyResolvedInvocation> {
+        let inner = crate::custom_ops::resolve_call(py, &self.inner, operands, options)?;
+        Ok(PyResolvedInvocation { inner })
+    }
+
+    /// Runs the reference implementation on `invocation` (one of this operation's) and
+    /// returns the tuple of its results, checked against the invocation's result specs
+    /// (`ProviderContractError` naming the result otherwise); `NotImplementedError` for an
+    /// operation without a reference.
+    fn run_reference(
+        &self,
+        py: Python<'_>,
+        invocation: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyTuple>> {
+        let invocation = invocation.cast::<PyResolvedInvocation>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "run_reference invocation must be a ResolvedInvocation, got {}",
+                type_name(invocation)
+            ))
+        })?;
+        let results = crate::reference::run_reference(py, &self.inner, &invocation.get().inner)?;
+        let items = results
+            .into_iter()
+            .map(|t| Py::new(py, wrap_tensor(t)))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyTuple::new(py, items)?.unbind())
+    }
 }
 
 /// The registered operation definition named `name` (`NotImplementedError` for an unknown

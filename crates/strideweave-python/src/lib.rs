@@ -27,6 +27,7 @@ mod routes;
 
 mod bulk_write;
 mod instance_link;
+mod reference;
 mod residency_progress;
 
 use pyo3::prelude::*;
