@@ -943,13 +943,16 @@ fn definition_arg(operation: &Bound<'_, PyAny>) -> PyResult<OperationDefinition>
     )))
 }
 
+/// The options of a call, by name, as the core takes them.
+type GivenOptions = Vec<(String, OptionValue)>;
+
 /// The core operands and options of a call of `definition`: `operands` (Tensors and Python
 /// scalars, positional) and `options` (by keyword).
 fn call_arguments(
     definition: &OperationDefinition,
     operands: &Bound<'_, PyTuple>,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<(Vec<Operand>, Vec<(String, OptionValue)>)> {
+) -> PyResult<(Vec<Operand>, GivenOptions)> {
     let name = definition.name();
     let operands = operands
         .iter()
@@ -970,7 +973,7 @@ fn call_arguments(
             )))
         })
         .collect::<PyResult<Vec<_>>>()?;
-    let mut given: Vec<(String, OptionValue)> = Vec::new();
+    let mut given: GivenOptions = Vec::new();
     if let Some(options) = options {
         for (key, value) in options.iter() {
             let key = expect_str(&key, "an option name")?;
