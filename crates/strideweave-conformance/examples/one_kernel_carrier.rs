@@ -1,39 +1,21 @@
 //! The README's minimal carrier ("Your own carrier"): Float32 slots in a `Vec<f32>` through
-//! [`SlotStorage`] and one synchronous `neg` kernel, built with the short authoring path.
+//! `SlotStorage` ([`Slots`], the README's type, kept in the core's
+//! `examples/slot_storage/mod.rs`, which the core's tests include too) and one synchronous
+//! `neg` kernel, built with the short authoring path.
 //! The conformance suite runs its storage, its `neg` on every geometry against the Generic
 //! reference, its refusals and the gradient of `neg`.
 //!
 //! Run with `cargo run -p strideweave-conformance --example one_kernel_carrier`.
 
 use strideweave::carrier::{Carrier, ClassKind};
-use strideweave::carriers::extension::SlotStorage;
 use strideweave::operation::OperationCapability;
 use strideweave::*;
 use strideweave_conformance::{run, Factory};
 
-/// The carrier's Float32 slots.
-#[derive(Default)]
-pub struct Slots(Vec<f32>);
+#[path = "../../strideweave/examples/slot_storage/mod.rs"]
+mod slot_storage;
 
-impl SlotStorage for Slots {
-    fn supports_dtype(&self, dtype: DType) -> bool {
-        dtype == DType::FLOAT32
-    }
-    fn physical_size(&self) -> usize {
-        self.0.len()
-    }
-    fn allocate(&mut self, slots: usize, _: DType) -> Result<()> {
-        self.0 = vec![0.0; slots];
-        Ok(())
-    }
-    fn read(&self, i: usize) -> Result<Value> {
-        Ok(Value::Float(self.0[i].into()))
-    }
-    fn write(&mut self, i: usize, value: Value) -> Result<()> {
-        self.0[i] = value.as_f64().unwrap_or(f64::NAN) as f32;
-        Ok(())
-    }
-}
+pub use slot_storage::Slots;
 
 /// Registers a fresh class with the `neg` kernel.
 pub fn define_slots() -> Result<CarrierClass> {

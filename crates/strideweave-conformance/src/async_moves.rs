@@ -9,11 +9,9 @@ use strideweave::carriers::Cpu;
 use strideweave::movement::{move_async, MoveHandle};
 use strideweave::{Carrier, DType, Error, ErrorKind, Result, Shape, Tensor, Value};
 
+use crate::faults::PASS_BOUND;
 use crate::support::{same_value, Check, Context, Result2, Snapshot};
 use crate::tripwire::Tripwire;
-
-/// How many passes through one fault point the suite fails in turn, per move.
-const MAX_PASSES: u64 = 8;
 
 /// Where a move goes: the CPU or a destination the factory names.
 #[derive(Clone)]
@@ -223,9 +221,11 @@ fn tripwire(cx: &mut Context<'_>, dtype: DType) -> Result2<usize> {
     Ok(1)
 }
 
-/// `move_async` to `target` with each fault point armed at each pass in turn: a failure
-/// publishes nothing (source live and unchanged, destination unchanged) and the retry
-/// carries the values. Returns how many failures fired.
+/// `move_async` to `target` with each fault point armed at each pass in turn, until a move
+/// completes without reaching the armed pass (or the hook cannot skip passes, or the pair
+/// has no route): a failure publishes nothing (source live and unchanged, destination
+/// unchanged) and the retry carries the values. Returns how many failures fired; a point
+/// still reached at pass [`PASS_BOUND`] breaks the promise.
 fn injected(
     cx: &mut Context<'_>,
     faults: &dyn crate::faults::FaultHook,
@@ -234,7 +234,15 @@ fn injected(
 ) -> Result2<usize> {
     let mut fired = 0;
     for point in faults.points() {
-        for skip in 0..MAX_PASSES {
+        for skip in 0.. {
+            if skip == PASS_BOUND {
+                return Err(cx.broken(format!(
+                    "move_async to {} reached the fault point '{point}' on each of its first \
+                     {PASS_BOUND} passes, every one failed in turn; a move of 5 values passing \
+                     one point more than {PASS_BOUND} times is taken not to finish",
+                    target.name()
+                )));
+            }
             let values = cx.rng.values(dtype, 5);
             let source = cx.carrier(dtype, &values)?;
             let tensor = compact(cx, source.clone(), 5)?;

@@ -14,13 +14,10 @@ use strideweave::operation::{call, Accumulation, Arithmetic};
 use strideweave::{Carrier, DType, ErrorKind, Layout, Result, Shape, Stride, Tensor, Value};
 
 use crate::cases::{dense, generic_tensor, Arg, Placement, Template};
-use crate::faults::FaultHook;
+use crate::faults::{FaultHook, PASS_BOUND};
 use crate::operations::{build, changed, operand_carriers, prototype, snapshots};
 use crate::support::{Check, Context, Result2, Snapshot};
 use crate::tripwire::Tripwire;
-
-/// How many passes through one point the suite fails in turn, per action.
-const MAX_PASSES: u64 = 12;
 
 /// One action the suite fails: what it is, the carriers that must not change, and how to run
 /// it.
@@ -500,7 +497,9 @@ fn scatter_action<'a>(cx: &mut Context<'a>, dtype: DType) -> Result2<Option<Acti
     }
 }
 
-/// Fails `action` at each pass through `point` in turn; returns how many failures fired.
+/// Fails `action` at each pass through `point` in turn, until a run completes without
+/// reaching the armed pass (or the hook cannot skip passes); returns how many failures
+/// fired. An action still reaching `point` at pass [`PASS_BOUND`] breaks the promise.
 fn fail_each_pass(
     cx: &Context<'_>,
     faults: &dyn FaultHook,
@@ -508,7 +507,15 @@ fn fail_each_pass(
     action: &Action<'_>,
 ) -> Result2<u64> {
     let mut fired = 0;
-    for skip in 0..MAX_PASSES {
+    for skip in 0.. {
+        if skip == PASS_BOUND {
+            return Err(cx.broken(format!(
+                "{} reached the fault point '{point}' on each of its first {PASS_BOUND} \
+                 passes, every one failed in turn; an action passing one point more than \
+                 {PASS_BOUND} times is taken not to finish",
+                action.what
+            )));
+        }
         let watched = (action.watched)();
         let before = snapshots(cx, &watched)?;
         if !cx.ok(faults.arm(point, skip), || format!("arming '{point}'"))? {

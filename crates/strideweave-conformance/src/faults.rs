@@ -7,6 +7,12 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use strideweave::{Error, Result};
 
+/// The most passes through one fault point a single action (a move, a write, a call) may
+/// make: the suite fails every pass in turn until the action completes without reaching the
+/// armed one, and an action still reaching it at this pass is reported broken rather than
+/// tried for ever.
+pub(crate) const PASS_BOUND: u64 = 1024;
+
 #[derive(Default)]
 struct Points {
     /// Every point's name, in declaration order, with how often it was reached.

@@ -16,11 +16,14 @@ use strideweave::carriers::extension::{
     TransferPreparation, TransferProvider, TransferRequest,
 };
 use strideweave::carriers::Cpu;
+use strideweave::movement::move_async;
 use strideweave::{
-    register_carrier_definition, CarrierDefinition, DType, Result, StorageProvider, TransferRoute,
-    Value,
+    register_carrier_definition, CarrierDefinition, DType, Result, Shape, StorageProvider, Tensor,
+    TransferRoute, Value,
 };
-use strideweave_conformance::{check, run, CarrierFactory, Factory, Promise, Verdict};
+use strideweave_conformance::{
+    check, run, CarrierFactory, Factory, FaultHook, FaultInjector, Promise, Verdict,
+};
 
 /// A factory of carriers of the definition-backed `class` over [`Slots`], named `name`.
 fn slots_factory(name: &str, class: CarrierClass) -> Factory {
@@ -186,6 +189,143 @@ fn a_ring_fails_its_asynchronous_moves_at_every_fault_point_atomically() {
         .and_then(|n| n.parse().ok())
         .unwrap();
     assert!(failed >= 2, "{note}");
+}
+
+/// A fault hook whose one point every action passes without end: it reports each armed
+/// pass as fired although nothing fails.
+struct Endless;
+
+impl FaultHook for Endless {
+    fn points(&self) -> Vec<&'static str> {
+        vec!["spin"]
+    }
+
+    fn arm(&self, _point: &str, _skip: u64) -> Result<bool> {
+        Ok(true)
+    }
+
+    fn disarm(&self) -> bool {
+        true
+    }
+}
+
+/// A storage-only class of Float32 values read as two half-words, each through the fault
+/// point "read" (so a move of 5 values passes it 10 times), moving to other classes of its
+/// kind by the elementwise fallback; it and its injector.
+fn halves() -> (CarrierClass, FaultInjector) {
+    let faults = FaultInjector::new(["read", "write", "release"]);
+    let (read, write, release) = (faults.clone(), faults.clone(), faults.clone());
+    let storage = StorageProvider::new(
+        |_: &Vec<Value>, dtype| dtype == DType::FLOAT32,
+        |values: &Vec<Value>| values.len() as i64,
+        |values: &mut Vec<Value>, slots, _| {
+            *values = vec![Value::Float(0.0); slots];
+            Ok(())
+        },
+        move |values: &mut Vec<Value>| {
+            release.check("release")?;
+            values.clear();
+            Ok(())
+        },
+        move |values: &Vec<Value>, index| {
+            read.check("read")?;
+            read.check("read")?;
+            Ok(values[index])
+        },
+        move |values: &mut Vec<Value>, index, value| {
+            write.check("write")?;
+            values[index] = value;
+            Ok(())
+        },
+    )
+    .with_elementwise_fallback(true);
+    let class = CarrierClass::mint("Halves", ClassKind::Independent);
+    register_carrier_definition(class, CarrierDefinition::new(storage)).unwrap();
+    (class, faults)
+}
+
+/// A carrier of a [`halves`] class holding `values`.
+fn halves_carrier(class: CarrierClass, values: &[Value]) -> Result<Carrier> {
+    let carrier = Carrier::create(
+        class,
+        Vec::<Value>::new(),
+        values.len(),
+        DType::FLOAT32,
+        true,
+    )?;
+    for (i, value) in values.iter().enumerate() {
+        carrier.set(i, *value)?;
+    }
+    Ok(carrier)
+}
+
+#[test]
+fn every_pass_of_an_asynchronous_move_is_failed_until_one_completes() {
+    // One unarmed move of 5 values from a Halves carrier to another Halves class, counted:
+    // the failures the suite fires are exactly those passes, summed over the points.
+    // (Only the source's injector is armed: the destination class has its own.)
+    let (counted, faults) = halves();
+    let (other, _) = halves();
+    let source = halves_carrier(counted, &[Value::Float(0.5); 5]).unwrap();
+    let tensor = Tensor::compact(source, Shape::new(5).unwrap()).unwrap();
+    let destination = halves_carrier(other, &[Value::Float(0.0); 5]).unwrap();
+    let before: Vec<u64> = faults.points().iter().map(|p| faults.reached(p)).collect();
+    move_async(&tensor, &destination).unwrap().wait().unwrap();
+    let passes: Vec<u64> = faults
+        .points()
+        .iter()
+        .zip(&before)
+        .map(|(p, b)| faults.reached(p) - b)
+        .collect();
+    assert_eq!(passes, [10, 0, 1], "read, write, release");
+
+    let (class, faults) = halves();
+    let factory = Factory::new("Halves", move |_, values| halves_carrier(class, values))
+        .with_destination("Halves2", move |_, n| {
+            halves_carrier(other, &vec![Value::Float(0.0); n])
+        });
+    let unarmed = check(&factory, Promise::AsyncMoves);
+    let factory = factory.with_faults(faults);
+    let outcome = check(&factory, Promise::AsyncMoves);
+    assert_eq!(outcome.verdict, Verdict::Kept, "{outcome:?}");
+    // Without fault points nothing fails (the Tripwire move has no route from Halves, and
+    // neither has the CPU); with them, every one of the 11 passes fails once, 10 of them past
+    // the 8 passes the suite used to stop at.
+    assert_eq!(
+        unarmed.notes,
+        ["2 asynchronous moves completed; 0 failing ones published nothing"]
+    );
+    let fired: u64 = passes.iter().sum();
+    assert_eq!(
+        outcome.notes,
+        [format!(
+            "2 asynchronous moves completed; {fired} failing ones published nothing"
+        )]
+    );
+}
+
+#[test]
+fn a_fault_point_passed_without_end_breaks_the_promises_at_the_bound() {
+    let factory = Bag::factory("Bag (endless point)", BagFlaw::None).with_faults(Endless);
+    let message = broken_message(&factory, Promise::AsyncMoves);
+    assert!(
+        message.starts_with(
+            "broken promise 'asynchronous moves complete once': Bag (endless point): \
+             move_async to the CPU reached the fault point 'spin' on each of its first 1024 \
+             passes, every one failed in turn; a move of 5 values passing one point more than \
+             1024 times is taken not to finish"
+        ),
+        "{message}"
+    );
+    let message = broken_message(&factory, Promise::FailureAtomicity);
+    assert!(
+        message.starts_with(
+            "broken promise 'failures publish nothing': Bag (endless point): writing slot 1 of \
+             a carrier of Float32 reached the fault point 'spin' on each of its first 1024 \
+             passes"
+        ),
+        "{message}"
+    );
 }
 
 // Kernel packs.

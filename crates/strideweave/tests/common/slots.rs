@@ -1,36 +1,17 @@
-//! The smallest definition-backed carrier the short authoring path builds: Float32 slots in a
-//! `Vec<f32>` through `SlotStorage`, and classes of it running the given kernel patterns.
+//! The smallest definition-backed carrier the short authoring path builds: the Float32
+//! [`Slots`] of `examples/slot_storage` (the conformance kit's one-kernel example includes the
+//! same file), and classes of it running the given kernel patterns.
 
 use strideweave::carrier::{Carrier, CarrierClass, ClassKind};
-use strideweave::carriers::extension::SlotStorage;
 use strideweave::{
     register_carrier_definition, CarrierDefinition, DType, KernelPattern, KernelProvider, Result,
     StorageProvider, Value,
 };
 
-/// Float32 slots.
-#[derive(Default)]
-pub struct Slots(Vec<f32>);
+#[path = "../../examples/slot_storage/mod.rs"]
+mod slot_storage;
 
-impl SlotStorage for Slots {
-    fn supports_dtype(&self, dtype: DType) -> bool {
-        dtype == DType::FLOAT32
-    }
-    fn physical_size(&self) -> usize {
-        self.0.len()
-    }
-    fn allocate(&mut self, slots: usize, _: DType) -> Result<()> {
-        self.0 = vec![0.0; slots];
-        Ok(())
-    }
-    fn read(&self, index: usize) -> Result<Value> {
-        Ok(Value::Float(self.0[index].into()))
-    }
-    fn write(&mut self, index: usize, value: Value) -> Result<()> {
-        self.0[index] = value.as_f64().unwrap_or(f64::NAN) as f32;
-        Ok(())
-    }
-}
+pub use slot_storage::Slots;
 
 /// Registers a fresh independent class named `name` over [`Slots`] whose kernels are `patterns`
 /// (through the default execution interface); `elementwise_fallback` lets moves between
