@@ -5,6 +5,7 @@
 
 mod arithmetic;
 mod comparison;
+mod derived_layouts;
 mod extremum;
 mod identity;
 mod matmul;
@@ -21,6 +22,7 @@ pub(crate) use vjp::BuiltinVjp;
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
+use smallvec::SmallVec;
 use strideweave_layout::{Layout, Shape};
 
 use crate::dtype::{DType, Value};
@@ -235,32 +237,43 @@ pub(crate) fn resolve(
             plan
         }
     };
-    let result = {
-        let mut shapes = call
+    let result = if spec.rule == ShapeRule::Broadcast {
+        let shapes = call
             .operands()
             .iter()
             .filter_map(Operand::as_tensor)
             .map(Tensor::shape);
-        let shape: Cow<'_, Shape> = match spec.rule {
-            ShapeRule::Broadcast => broadcast_shapes(name, shapes)?,
-            ShapeRule::ReduceMode1 => {
-                let Some(shape) = shapes.next() else {
-                    return Err(Error::Type(format!("'{name}' needs a tensor operand")));
-                };
-                Cow::Owned(reduced_shape(name, shape)?)
-            }
-            ShapeRule::Contract => {
-                let (Some(lhs), Some(rhs)) = (shapes.next(), shapes.next()) else {
-                    return Err(Error::Type(format!("'{name}' needs two tensor operands")));
-                };
-                Cow::Owned(contracted_shape(name, lhs, rhs)?)
-            }
-        };
-        match first_tensor(&call).filter(|t| is_column_major_of(t.layout(), &shape)) {
-            // The canonical layout of `shape` is already at hand: share it, don't rebuild it.
-            Some(t) => ResultSpec::shared(plan.output(), Arc::clone(t.shared_layout())),
-            None => ResultSpec::canonical(plan.output(), shape.into_owned()),
-        }
+        let shape = broadcast_shapes(name, shapes)?;
+        ResultSpec::shared(plan.output(), result_layout(&call, shape))
+    } else {
+        // A reduction or contraction derives its result layout from its operands' layouts
+        // alone: the same layout objects as last time give the same result layout.
+        let mut layouts: SmallVec<[&Arc<Layout>; 2]> = SmallVec::new();
+        layouts.extend(
+            call.operands()
+                .iter()
+                .filter_map(Operand::as_tensor)
+                .map(Tensor::shared_layout),
+        );
+        let layout = derived_layouts::derived_layout(spec.rule, &layouts, || {
+            let mut shapes = layouts.iter().map(|l| l.shape());
+            let shape = match spec.rule {
+                ShapeRule::ReduceMode1 => {
+                    let Some(shape) = shapes.next() else {
+                        return Err(Error::Type(format!("'{name}' needs a tensor operand")));
+                    };
+                    reduced_shape(name, shape)?
+                }
+                _ => {
+                    let (Some(lhs), Some(rhs)) = (shapes.next(), shapes.next()) else {
+                        return Err(Error::Type(format!("'{name}' needs two tensor operands")));
+                    };
+                    contracted_shape(name, lhs, rhs)?
+                }
+            };
+            Ok(result_layout(&call, Cow::Owned(shape)))
+        })?;
+        ResultSpec::shared(plan.output(), layout)
     };
     let mut is_tensor = [false; 3];
     for (slot, operand) in is_tensor.iter_mut().zip(call.operands()) {
@@ -272,6 +285,15 @@ pub(crate) fn resolve(
         .copied()
         .filter(move |&i| is_tensor.get(i).copied().unwrap_or(false));
     Ok(ResolvedInvocation::of_builtin(call, plan, result, saved))
+}
+
+/// The canonical layout of `shape`: the first tensor operand's when it already is that
+/// layout (shared, not rebuilt), else the thread's shared canonical layout of `shape`.
+fn result_layout(call: &BoundOperationCall, shape: Cow<'_, Shape>) -> Arc<Layout> {
+    match first_tensor(call).filter(|t| is_column_major_of(t.layout(), &shape)) {
+        Some(t) => Arc::clone(t.shared_layout()),
+        None => crate::tensor::canonical_layouts::canonical_layout(shape.into_owned()),
+    }
 }
 
 /// The first tensor operand of `call`.
