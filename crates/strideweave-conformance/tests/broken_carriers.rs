@@ -139,6 +139,61 @@ fn a_write_that_bumps_the_version_twice_breaks_the_version_promise() {
 }
 
 #[test]
+fn a_read_that_answers_another_slot_breaks_the_read_promise() {
+    let factory = Bag::factory("Bag (ReadsNextSlot)", BagFlaw::ReadsNextSlot);
+    let message = broken_message(&factory, Promise::StorageReads);
+    assert!(
+        message.starts_with(
+            "broken promise 'storage reads': Bag (ReadsNextSlot): a carrier of Float32 made \
+             with 7 values reads"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("at slot 0 where"), "{message}");
+    assert!(
+        message.contains("how to read this: the storage provider's physical_size or read"),
+        "{message}"
+    );
+}
+
+#[test]
+fn factories_that_fail_on_a_released_prototype_break_the_release_promise() {
+    let factory = Bag::factory(
+        "Bag (FactoriesNeedLiveStorage)",
+        BagFlaw::FactoriesNeedLiveStorage,
+    );
+    let message = broken_message(&factory, Promise::StorageRelease);
+    assert!(
+        message.starts_with(
+            "broken promise 'storage release': Bag (FactoriesNeedLiveStorage): new_like of a \
+             released prototype failed: runtime error: the Bag's factories read their \
+             configuration from the prototype's storage, which release freed"
+        ),
+        "{message}"
+    );
+    assert_eq!(
+        check(&factory, Promise::StorageFactories).verdict,
+        Verdict::Kept
+    );
+}
+
+#[test]
+fn an_allocate_like_that_does_not_zero_breaks_the_factory_promise() {
+    let factory = Bag::factory("Bag (AllocateKeepsValues)", BagFlaw::AllocateKeepsValues);
+    let message = broken_message(&factory, Promise::StorageFactories);
+    assert!(
+        message.starts_with(
+            "broken promise 'storage factories': Bag (AllocateKeepsValues): allocate_like"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("how to read this: new_like/allocate_like copied the prototype's state"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_kernel_that_allocates_before_declining_breaks_the_refusal_promise() {
     let factory = ring(Flaw::AllocatesThenDeclines);
     let message = broken_message(&factory, Promise::UnadvertisedPlans);

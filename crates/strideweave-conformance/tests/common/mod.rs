@@ -287,6 +287,13 @@ pub enum BagFlaw {
     /// `write` writes the value again through the carrier's own public handle: each `set`
     /// lands twice and bumps the version twice.
     WritesTwice,
+    /// `read` answers the next slot's value (the last slot answers the first's).
+    ReadsNextSlot,
+    /// The factories copy the prototype's configuration out of its storage, so they fail once
+    /// the prototype is released.
+    FactoriesNeedLiveStorage,
+    /// `allocate_like` copies the prototype's values instead of zeroing.
+    AllocateKeepsValues,
 }
 
 /// A definition-free carrier of Float32 values that grows as a move destination, broken by
@@ -297,6 +304,7 @@ pub struct Bag {
     /// The carrier's own handle, for [`BagFlaw::WritesTwice`].
     me: std::sync::Arc<std::sync::OnceLock<Carrier>>,
     writing_again: std::sync::atomic::AtomicBool,
+    released: std::sync::atomic::AtomicBool,
 }
 
 impl Bag {
@@ -317,7 +325,22 @@ impl Bag {
             flaw,
             me: std::sync::Arc::default(),
             writing_again: std::sync::atomic::AtomicBool::new(false),
+            released: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// What the factories take from the prototype: nothing, unless the flaw makes them read
+    /// it out of storage that a release took away.
+    fn configuration(&self) -> Result<()> {
+        let released = self.released.load(std::sync::atomic::Ordering::SeqCst);
+        if self.flaw == BagFlaw::FactoriesNeedLiveStorage && released {
+            return Err(Error::Runtime(
+                "the Bag's factories read their configuration from the prototype's storage, \
+                 which release freed"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -333,7 +356,11 @@ impl strideweave::carrier::DefinitionFreeCarrier for Bag {
     }
 
     fn read(&self, index: usize, _dtype: DType) -> Result<Value> {
-        Ok(self.values.read()[index])
+        let values = self.values.read();
+        Ok(match self.flaw {
+            BagFlaw::ReadsNextSlot => values[(index + 1) % values.len()],
+            _ => values[index],
+        })
     }
 
     fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
@@ -358,15 +385,27 @@ impl strideweave::carrier::DefinitionFreeCarrier for Bag {
 
     fn release(&self) -> Result<()> {
         self.values.write().clear();
+        self.released
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 
     fn new_like(&self, values: &[Value], _dtype: DType) -> Result<Self> {
+        self.configuration()?;
         Ok(Bag::holding(values.to_vec(), self.flaw))
     }
 
     fn allocate_like(&self, size: usize, _dtype: DType, _empty: bool) -> Result<Self> {
-        Ok(Bag::holding(vec![Value::Float(0.0); size], self.flaw))
+        self.configuration()?;
+        let values = match self.flaw {
+            BagFlaw::AllocateKeepsValues => {
+                let mut kept = self.values.read().clone();
+                kept.resize(size, Value::Float(0.0));
+                kept
+            }
+            _ => vec![Value::Float(0.0); size],
+        };
+        Ok(Bag::holding(values, self.flaw))
     }
 
     fn grows_as_destination(&self) -> bool {
