@@ -390,3 +390,136 @@ fn inline_operands_compute_what_the_general_loop_computes_for_every_dtype() -> R
     );
     Ok(())
 }
+
+/// A reduction of `values` (of `dtype`) laid out as `layout`, once over inline slots and once
+/// over the leading slots of a carrier too large to keep them inline: the same values (bit
+/// for bit, as text so NaN matches NaN), dtype and layout, or the same error.
+fn assert_inline_reduction_matches_heap(
+    name: &str,
+    values: &[Value],
+    dtype: DType,
+    layout: &Layout,
+    options: &[(&str, strideweave::operation::OptionValue)],
+) -> Result<()> {
+    let run = |heap: bool| {
+        let mut slots = values.to_vec();
+        if heap {
+            slots.resize(80, values[0]);
+        }
+        let x = Tensor::new(Cpu::from_values(&slots, dtype, true)?, 0, layout.clone())?;
+        call(name, [x.into()], options)
+    };
+    match (run(false), run(true)) {
+        (Ok(inline), Ok(heap)) => {
+            let (inline, heap) = (&inline[0], &heap[0]);
+            let text = |t: &Tensor| -> Result<String> {
+                Ok(match t.dtype() {
+                    d if d == DType::FLOAT32 => format!(
+                        "{:?}",
+                        t.to_values()?
+                            .iter()
+                            .map(|v| (v.as_f64().unwrap_or(0.0) as f32).to_bits())
+                            .collect::<Vec<_>>()
+                    ),
+                    _ => format!("{:?}", t.to_values()?),
+                })
+            };
+            assert_eq!(text(inline)?, text(heap)?, "{name} {layout} {values:?}");
+            assert_eq!(inline.dtype(), heap.dtype(), "{name} {layout}");
+            assert_eq!(inline.layout(), heap.layout(), "{name} {layout}");
+        }
+        (Err(inline), Err(heap)) => {
+            assert_eq!(inline.kind(), heap.kind(), "{name} {layout}");
+            assert_eq!(inline.to_string(), heap.to_string(), "{name} {layout}");
+        }
+        (inline, heap) => panic!("{name} {layout}: inline {inline:?}, heap {heap:?}"),
+    }
+    Ok(())
+}
+
+#[test]
+fn inline_reductions_compute_what_the_general_loop_computes() -> Result<()> {
+    // Values whose Float32 sum depends on the order: large and small magnitudes, -0.0, NaN.
+    let floats: Vec<Value> = (0..16)
+        .map(|i| {
+            Value::Float(match i % 5 {
+                0 => 1.0e8,
+                1 => 1.0 + f64::from(i) * 0.37,
+                2 => -1.0e8,
+                3 => -0.0,
+                _ => f64::from(i) * -3.1,
+            })
+        })
+        .collect();
+    let with_nan: Vec<Value> = floats
+        .iter()
+        .enumerate()
+        .map(|(i, v)| if i == 6 { Value::Float(f64::NAN) } else { *v })
+        .collect();
+    let ints: Vec<Value> = (0..16).map(|i| Value::Int((i * 7919) % 41 - 20)).collect();
+    let huge: Vec<Value> = (0..16).map(|_| Value::Int(i64::from(i32::MAX))).collect();
+    let f64_accumulator = [(
+        "accumulator_dtype",
+        strideweave::operation::OptionValue::DType(DType::FLOAT64),
+    )];
+    // Every (n, k) with n·k ≤ 16, column-major and as the transposed view (mode 1 contiguous).
+    for n in 1..=16usize {
+        for k in 1..=16 / n {
+            let compact: Layout = format!("({n},{k}):(1,{n})").parse()?;
+            let transposed: Layout = format!("({n},{k}):({k},1)").parse()?;
+            for layout in [&compact, &transposed] {
+                let len = n * k;
+                for name in ["reduce_sum", "reduce_max"] {
+                    assert_inline_reduction_matches_heap(
+                        name,
+                        &floats[..len],
+                        DType::FLOAT32,
+                        layout,
+                        &[],
+                    )?;
+                    assert_inline_reduction_matches_heap(
+                        name,
+                        &with_nan[..len],
+                        DType::FLOAT32,
+                        layout,
+                        &[],
+                    )?;
+                    assert_inline_reduction_matches_heap(
+                        name,
+                        &ints[..len],
+                        DType::INT32,
+                        layout,
+                        &[],
+                    )?;
+                }
+                assert_inline_reduction_matches_heap(
+                    "reduce_sum",
+                    &floats[..len],
+                    DType::FLOAT32,
+                    layout,
+                    &f64_accumulator,
+                )?;
+                // An Int32 sum leaving the range names the same result ordinal.
+                assert_inline_reduction_matches_heap(
+                    "reduce_sum",
+                    &huge[..len],
+                    DType::INT32,
+                    layout,
+                    &[],
+                )?;
+            }
+        }
+    }
+    let x = Tensor::new(
+        Cpu::from_values(&huge[..4], DType::INT32, true)?,
+        0,
+        "(1,4):(1,1)".parse()?,
+    )?;
+    let error = ops::reduce_sum(&x).expect_err("overflow");
+    assert_eq!(error.kind(), ErrorKind::Overflow);
+    assert_eq!(
+        error.to_string(),
+        "overflow error: 'reduce_sum' overflows Int32: the sum over mode 1 at result ordinal 0 is 8589934588"
+    );
+    Ok(())
+}

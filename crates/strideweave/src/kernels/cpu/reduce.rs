@@ -23,10 +23,12 @@ use super::parallel::{chunk_count, for_each_chunk, map_pieces, pieces, THREADING
 use super::slots::{with_slots, Compute, Stored};
 use super::strided::{fits, walk_of_leaves, Walk};
 use super::{fresh_result, overflow, result_spec};
+use crate::carriers::cpu::INLINE_WORDS;
+use crate::carriers::Cpu;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::extrema::maximum_f32;
-use crate::operation::{Accumulation, Builtin, Operand, ResolvedInvocation};
+use crate::operation::{Accumulation, Builtin, Operand, ResolvedInvocation, ResultSpec};
 use crate::tensor::Tensor;
 
 /// Result ordinals accumulated together in the vertical order (their accumulators stay in
@@ -316,6 +318,9 @@ fn reduce<R: Reducer>(
             "'{name}' reduces mode 1 of a two-mode tensor; Layout {layout} has no mode 1"
         )));
     };
+    if let Some(result) = inline_first(name, r, spec, x, [rows, cols], ordered) {
+        return result;
+    }
     let (rows, cols) = (
         walk_of_leaves(rows.iter().copied())?,
         walk_of_leaves(cols.iter().copied())?,
@@ -357,16 +362,21 @@ fn drive<R: Reducer>(
     let (n, k) = (input.rows.size(), input.cols.size());
     let (row_extent, [row_stride]) = input.rows.inner();
     let (col_extent, [col_stride]) = input.cols.inner();
-    let vertical = ordered
-        || (row_stride == 1 && row_extent >= 16)
-        || (col_stride != 1 && row_extent >= col_extent);
+    let vertical = is_vertical(ordered, (row_extent, row_stride), (col_extent, col_stride));
     let work = n.saturating_mul(k);
     if n <= TINY_RESULTS
         && work <= TINY_WORK
         && input.rows.leaves().len() <= 1
         && input.cols.leaves().len() <= 1
     {
-        return tiny(name, r, input, vertical, out);
+        return tiny(
+            name,
+            r,
+            (input.slots, input.offset),
+            [(n, row_stride), (k, col_stride)],
+            vertical,
+            out,
+        );
     }
     let threads = chunk_count(work);
     if work <= THREADING_THRESHOLD || n >= FEW_RESULTS || ordered || k < 2 {
@@ -401,24 +411,24 @@ fn drive<R: Reducer>(
 /// the stack in exactly the order [`accumulate`] takes for it — `vertical`: ascending `j`,
 /// then `i`; else each result's run folded alone ([`horizontal_run`], contiguous runs in
 /// lanes) — with no accumulator buffer, block set-up or vector-unit dispatch.
+///
+/// `(xs, offset)` are the input's slots and offset, `[(n, rs), (k, cs)]` the extent and stride
+/// of mode 0 (the results) and mode 1 (the reduced ordinals), each a single run.
 fn tiny<R: Reducer>(
     name: &str,
     r: R,
-    input: &Input<'_, R::In>,
+    (xs, offset): (&[R::In], usize),
+    [(n, rs), (k, cs)]: [(usize, usize); 2],
     vertical: bool,
     out: &mut [R::Out],
 ) -> Result<()> {
-    let (n, k) = (input.rows.size(), input.cols.size());
-    let (_, [rs]) = input.rows.inner();
-    let (_, [cs]) = input.cols.inner();
-    let xs = input.slots;
     let mut accs = [r.identity(); TINY_RESULTS];
     let accs = accs.get_mut(..n).unwrap_or_default();
     if n > 0 && k > 0 {
         let reach = (n - 1)
             .checked_mul(rs)
             .zip((k - 1).checked_mul(cs))
-            .and_then(|(a, b)| a.checked_add(b)?.checked_add(input.offset));
+            .and_then(|(a, b)| a.checked_add(b)?.checked_add(offset));
         if reach.is_none_or(|top| top >= xs.len()) {
             return Err(Error::Index(format!(
                 "'{name}': the input's layout reaches past its slots"
@@ -426,7 +436,7 @@ fn tiny<R: Reducer>(
         }
         if vertical {
             for j in 0..k {
-                let column = input.offset + j * cs;
+                let column = offset + j * cs;
                 for (i, acc) in accs.iter_mut().enumerate() {
                     if let Some(&x) = xs.get(column + i * rs) {
                         *acc = r.add(*acc, x);
@@ -435,7 +445,7 @@ fn tiny<R: Reducer>(
             }
         } else {
             for (i, acc) in accs.iter_mut().enumerate() {
-                let row = input.offset + i * rs;
+                let row = offset + i * rs;
                 let folded = match (cs, xs.get(row..row + k)) {
                     (1, Some(run)) => lane_fold(r, run),
                     _ => horizontal_run(r, xs, row, cs, k),
@@ -448,6 +458,56 @@ fn tiny<R: Reducer>(
         *o = finish(name, r, acc, i)?;
     }
     Ok(())
+}
+
+/// Whether a reduction with innermost mode-0 leaf `(row_extent, row_stride)` and mode-1 leaf
+/// `(col_extent, col_stride)` accumulates in the vertical order (ascending `j`, then `i`):
+/// when the reference order is asked for, or mode 0 is the contiguous one.
+fn is_vertical(
+    ordered: bool,
+    (row_extent, row_stride): (usize, usize),
+    (col_extent, col_stride): (usize, usize),
+) -> bool {
+    ordered
+        || (row_stride == 1 && row_extent >= 16)
+        || (col_stride != 1 && row_extent >= col_extent)
+}
+
+/// The first arm of [`reduce`]: a reduction small enough for [`tiny`] whose modes are one
+/// leaf each, over CPU slots kept inline, reads the slots once lock-free into the stack
+/// ([`Cpu::copy_inline`]) and runs [`tiny`] on them with the strides a walk would give
+/// (a unit extent walks with stride 0), so it computes exactly what the general path
+/// computes. `None` sends every other case, and every case with an error to report, to the
+/// general path.
+fn inline_first<R: Reducer>(
+    name: &str,
+    r: R,
+    spec: &ResultSpec,
+    x: &Tensor,
+    [rows, cols]: [&[(usize, usize)]; 2],
+    ordered: bool,
+) -> Option<Result<Tensor>> {
+    let (&[(n, rs)], &[(k, cs)]) = (rows, cols) else {
+        return None;
+    };
+    let walked = |extent: usize, stride: usize| if extent == 1 { 0 } else { stride };
+    let (rs, cs) = (walked(n, rs), walked(k, cs));
+    if n > TINY_RESULTS || n.checked_mul(k)? > TINY_WORK || n != spec.layout().size() {
+        return None;
+    }
+    if x.dtype() != R::In::DTYPE {
+        return None;
+    }
+    let cpu = x.carrier().downcast_ref::<Cpu>()?;
+    let mut words = [0u32; INLINE_WORDS];
+    let slots = cpu.copy_inline(&mut words)?;
+    let xs = bytemuck::try_cast_slice::<u32, R::In>(&words)
+        .ok()?
+        .get(..slots)?;
+    let vertical = is_vertical(ordered, (n, rs), (k, cs));
+    Some(fresh_result::<R::Out>(spec, |out| {
+        tiny(name, r, (xs, x.offset()), [(n, rs), (k, cs)], vertical, out)
+    }))
 }
 
 /// The result of accumulator `acc` at result ordinal `i` (Overflow when it does not fit).
