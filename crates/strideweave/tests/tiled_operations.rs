@@ -699,8 +699,11 @@ fn on_disk(values: &[f32], grid: &[usize], tile: &[usize], policy: Arc<Capacity>
 
 #[test]
 fn a_tensor_larger_than_its_primary_tier_streams_through_it() {
+    // Tiles and output blocks of 8 slots: while a partial sum combines into the running sum
+    // of its block, three blocks (the old sum, the partial, the new sum) take three tiles of
+    // the capacity beside the staged ones; one item is staged however full the tier is.
     let values = wavy(64, 60);
-    for (capacity, depth) in [(1, 1), (2, 2), (3, 3), (7, 3)] {
+    for (capacity, depth) in [(1, 1), (4, 1), (5, 2), (6, 3), (7, 3)] {
         let policy = Arc::new(Capacity::new(capacity));
         let carrier = on_disk(&values, &[1, 8], &[8, 1], Arc::clone(&policy));
         let secondary = TiledEvictable::secondary(&carrier).unwrap();
@@ -725,6 +728,22 @@ fn a_tensor_larger_than_its_primary_tier_streams_through_it() {
         assert!(reports
             .windows(2)
             .all(|w| w[0].completed() + 1 == w[1].completed()));
+        assert_eq!(
+            (
+                last.tile_slots(),
+                last.capacity_slots(),
+                last.resident_slots()
+            ),
+            (8, Some(8 * capacity), 0)
+        );
+        let peak = reports.iter().map(TileProgress::peak_slots).max().unwrap();
+        if depth == 1 {
+            // One staged tile and the three blocks of a combination.
+            assert_eq!(peak, 32, "capacity {capacity}");
+        }
+        if capacity >= 4 {
+            assert!(peak <= 8 * capacity, "capacity {capacity}: peak {peak}");
+        }
         // Streaming copies: the tiles stay on the secondary tier, which stays live.
         assert_eq!(TiledEvictable::secondary_tiles(&carrier).unwrap().len(), 8);
         assert!(TiledEvictable::primary_tiles(&carrier).unwrap().is_empty());
@@ -826,23 +845,29 @@ fn a_tensor_within_the_capacity_is_copied_whole_in_one_call() {
 #[test]
 fn resident_tiles_count_against_the_capacity() {
     let values = wavy(64, 61);
-    let policy = Arc::new(Capacity::new(4));
+    let policy = Arc::new(Capacity::new(5));
     let carrier = on_disk(&values, &[1, 8], &[8, 1], Arc::clone(&policy));
     TiledEvictable::promote(&carrier, &set(&[&[0, 0], &[0, 5]])).unwrap();
     let result = ops::relu(&whole(&carrier)).unwrap();
     let expected: Vec<f64> = values.iter().map(|&v| f64::from(v.max(0.0))).collect();
     assert_close(&numbers(&result), &expected);
     let reports = policy.reports.lock().unwrap().clone();
-    // Four tiles of capacity, two resident: two items in flight; six tiles staged.
-    assert_eq!(reports.last().unwrap().prefetch_depth(), 2);
-    assert_eq!(reports.last().unwrap().staged_tiles(), 6);
+    // Five tiles of capacity, two resident, one output block held until it is placed: two
+    // items in flight; six tiles staged.
+    let last = reports.last().unwrap();
+    assert_eq!(last.prefetch_depth(), 2);
+    assert_eq!(last.staged_tiles(), 6);
+    assert_eq!(last.resident_slots(), 16);
     assert_eq!(TiledEvictable::primary_tiles(&carrier).unwrap().len(), 2);
 }
 
 #[test]
 fn an_out_of_core_matmul_streams_the_left_operand() {
     let (l, r) = (wavy(96, 62), wavy(24, 63));
-    let policy = Arc::new(Capacity::new(2));
+    // A left tile of 4 × 3 is staged as its span in the file (3 columns of the 8-row
+    // tensor: 20 slots), and the two output blocks of 4 × 2 take four blocks while one
+    // combines (32 slots): 7 tiles of 12 slots leave room for two items in flight.
+    let policy = Arc::new(Capacity::new(7));
     let lhs = on_disk(&l, &[2, 4], &[4, 3], Arc::clone(&policy));
     let rhs = tiled(&r, &[1, 4], &[2, 3]);
     let result = ops::matmul(&whole(&lhs), &whole(&rhs)).unwrap();
@@ -851,6 +876,11 @@ fn an_out_of_core_matmul_streams_the_left_operand() {
     let reports = policy.reports.lock().unwrap().clone();
     assert_eq!(reports.len(), 8);
     assert_eq!(reports.last().unwrap().prefetch_depth(), 2);
+    let peak = reports.iter().map(TileProgress::peak_slots).max().unwrap();
+    assert!(
+        (52..=84).contains(&peak),
+        "peak {peak}: one staged tile and four blocks at least"
+    );
 }
 
 #[test]

@@ -19,8 +19,8 @@ use crate::tensor::Tensor;
 /// Where each tile of a fresh gradient of the carrier of `table` goes, by the policy's plan
 /// for purpose [`Backward`](ResidencyPurpose::Backward) over every tile of the gradient.
 ///
-/// The plan only optimizes: its promotions (in the set's order, at most `room` of them when
-/// the capacity leaves only that room) go to the primary tier, its evictions to the
+/// The plan only optimizes: its promotions (in the set's order, at most as many tiles as fit
+/// in `room` slots when the capacity leaves only that room) go to the primary tier, its evictions to the
 /// secondary tier, and every other tile where the default puts it — the secondary tier when
 /// the policy bounds the primary tier, the primary tier otherwise (and always without a
 /// policy). A coordinate outside the grid is a Value error naming it.
@@ -39,7 +39,7 @@ pub(crate) fn gradient_homes(table: &TileTable, room: Option<usize>) -> Result<V
     for coord in plan.evict().coordinates() {
         homes[grid.tile_index(coord)?] = Tier::Secondary;
     }
-    let mut left = room.unwrap_or(usize::MAX);
+    let mut left = room.map_or(usize::MAX, |slots| slots / grid.tile_size().max(1));
     for coord in plan.promote().coordinates() {
         let tile = grid.tile_index(coord)?;
         if left == 0 {
@@ -170,10 +170,16 @@ impl GradientSink {
         Ok(())
     }
 
-    /// How many carriers of the primary tier's class the sink holds: its partial gradient
+    /// How many slots of the primary tier's class the sink holds: its partial gradient
     /// tiles (on the computing class) and the complete tiles it placed on the primary tier.
     pub(crate) fn held(&self) -> usize {
-        self.parts.iter().flatten().count() + self.placed_primary
+        let parts: usize = self
+            .parts
+            .iter()
+            .flatten()
+            .map(|p| p.carrier().size())
+            .sum();
+        parts + self.placed_primary * self.table.grid().tile_size()
     }
 
     /// The finished gradient, at `offset` with `layout` (those of the tensor it belongs to);
@@ -201,9 +207,9 @@ impl GradientSink {
         let _ = self.fresh.release();
     }
 
-    /// How many of this sink's tiles go to the primary tier.
+    /// How many slots of this sink's tiles go to the primary tier.
     pub(crate) fn primary_homes(&self) -> usize {
-        on_primary(&self.homes)
+        on_primary(&self.homes) * self.table.grid().tile_size()
     }
 }
 

@@ -12,6 +12,7 @@
 mod await_projection;
 mod await_residency;
 mod await_scatter;
+mod capacity;
 mod compact_map;
 mod gradient_sink;
 mod project;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::carrier::Carrier;
 use crate::carriers::extension::CarrierFacet;
+use crate::carriers::tiled::capacity::Budget;
 use crate::carriers::tiled::tile_table::{Direction, TileEntry, TileTable};
 use crate::carriers::tiled::tiled_state::TiledState;
 use crate::carriers::tiled::{
@@ -166,7 +167,8 @@ impl TileResidency {
             }
         }
         if purpose.is_streamed() {
-            let capacity = table.policy().and_then(|policy| policy.primary_capacity());
+            // The capacity is shared with every carrier steered by the same policy object.
+            let capacity = Budget::tiles_for(&table);
             return streamed_plan(&suggested, &primary, &invalid, capacity);
         }
         let promote = suggested
@@ -191,8 +193,9 @@ impl TileResidency {
 /// The correction of a policy's plan for streamed work (`Operation`, `Backward`), whose tiles
 /// stream through the primary tier whether resident or not: only primary tiles are retained or
 /// evicted (a retained tile never), only valid non-primary tiles are promoted, and with a
-/// `capacity` the promotions are cut, in the set's order, so that the primary tiles after the
-/// plan number at most the capacity.
+/// `capacity` (the tiles of this carrier the policy's capacity leaves beside what the other
+/// carriers it steers hold on the primary tier) the promotions are cut, in the set's order,
+/// so that the primary tiles after the plan number at most that.
 fn streamed_plan(
     suggested: &ResidencyPlan,
     primary: &TileSet,

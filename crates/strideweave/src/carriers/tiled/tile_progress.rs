@@ -22,7 +22,7 @@ pub struct TileProgress {
     staged_tiles: usize,
     staged_slots: usize,
     prefetch_depth: usize,
-    staged_peak: usize,
+    peak: Peak,
     allocated_buffers: usize,
     staged_copies: usize,
 }
@@ -33,7 +33,7 @@ impl TileProgress {
         (completed, total): (usize, usize),
         (staged_tiles, staged_slots): (usize, usize),
         prefetch_depth: usize,
-        staged_peak: usize,
+        peak: Peak,
     ) -> TileProgress {
         TileProgress {
             operation: operation.to_string(),
@@ -42,7 +42,7 @@ impl TileProgress {
             staged_tiles,
             staged_slots,
             prefetch_depth,
-            staged_peak,
+            peak,
             allocated_buffers: 0,
             staged_copies: staged_tiles,
         }
@@ -76,16 +76,49 @@ impl TileProgress {
         self.allocated_buffers
     }
 
-    /// The most staged tile carriers on the primary tier's class alive at once so far
-    /// (reused across items, so at most the prefetch depth times the tiles one item stages);
-    /// in a backward's reports (`"<op>.backward"`) also the carriers it holds beside them —
-    /// per-tile outputs, cotangent blocks, gradient tiles, partial gradients and gradient
-    /// tiles placed on the primary tier — each counted as one tile. With the carriers'
-    /// resident tiles it is what the operation has held on the primary tier: the number to
-    /// compare with
-    /// [`primary_capacity`](crate::carriers::ResidencyPolicy::primary_capacity).
+    /// The most the operation held at once so far on the primary tier's class beside the
+    /// resident tiles, in tiles of the capacity ([`tile_slots`](Self::tile_slots) each,
+    /// rounded up): [`peak_slots`](Self::peak_slots) ÷ `tile_slots`.
     pub fn staged_peak(&self) -> usize {
-        self.staged_peak
+        self.peak.slots.div_ceil(self.peak.unit.max(1))
+    }
+
+    /// The most slots of carriers on the primary tier's class the operation held at once so
+    /// far beside the resident tiles, each carrier counted by its size: its staged tiles
+    /// (a tile in a full secondary tier as its span, a piece as the piece), and what the
+    /// computation holds beside them — the partial output blocks of `reduce_sum` and
+    /// `matmul` (and an elementwise block until it is placed in the result), an
+    /// accumulation's sum tiles, an update's new tiles, and in a backward's reports
+    /// (`"<op>.backward"`) the per-tile outputs, cotangent blocks, gradient tiles, partial
+    /// gradients and gradient tiles placed on the primary tier. Not counted: the dense
+    /// result being assembled (the caller's), a backward's dense cotangent, and
+    /// temporaries inside one per-tile call. With
+    /// [`resident_slots`](Self::resident_slots) it is what the primary tier held for the
+    /// work: the number to compare with [`capacity_slots`](Self::capacity_slots).
+    pub fn peak_slots(&self) -> usize {
+        self.peak.slots
+    }
+
+    /// The slots on the primary tier under the capacity before the work began: the primary
+    /// tiles of every live carrier steered by the same policy object (the operands and any
+    /// other), and the staging buffers kept by those that are not operands.
+    pub fn resident_slots(&self) -> usize {
+        self.peak.resident
+    }
+
+    /// The policy's
+    /// [`primary_capacity`](crate::carriers::ResidencyPolicy::primary_capacity) in slots
+    /// (`capacity × tile_slots`), `None` when it does not bound the primary tier. The work
+    /// plans its prefetch so that `resident_slots + peak_slots` stays within it (except
+    /// that one item is always staged, however full the primary tier).
+    pub fn capacity_slots(&self) -> Option<usize> {
+        self.peak.capacity
+    }
+
+    /// The slots one tile of the capacity stands for: the largest tile among the live
+    /// carriers steered by the policy (the largest operand tile without a capacity).
+    pub fn tile_slots(&self) -> usize {
+        self.peak.unit
     }
 
     /// The operation's name (`"reduce_sum"`, `"matmul"`, ...).
@@ -132,4 +165,17 @@ impl TileProgress {
             self.completed as f64 / self.total as f64
         }
     }
+}
+
+/// A stream's peak occupancy with the capacity it is compared with, all in slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Peak {
+    /// The most slots held at once beside the resident tiles.
+    pub(crate) slots: usize,
+    /// The slots of one tile of the capacity.
+    pub(crate) unit: usize,
+    /// What was on the primary tier under the capacity before the work.
+    pub(crate) resident: usize,
+    /// The capacity in slots.
+    pub(crate) capacity: Option<usize>,
 }

@@ -8,9 +8,12 @@ use std::thread;
 
 use crate::autograd::no_grad;
 use crate::carrier::Carrier;
+use crate::carriers::tiled::capacity::Budget;
 use crate::carriers::tiled::tile_copy::Tier;
 use crate::carriers::tiled::tile_pins::{held, WorkingFor};
+use crate::carriers::tiled::tile_progress::Peak;
 use crate::carriers::tiled::tiled_operand::{column_major_strides, flat, TileSource, TiledOperand};
+use crate::carriers::tiled::tiled_operations::operand_tables;
 use crate::error::{Error, Result};
 use crate::movement::copy_to_scratch;
 use crate::tensor::Tensor;
@@ -49,6 +52,11 @@ impl Fetched {
         self.staged.len() + self.transient.len()
     }
 
+    /// The slots of the transient carriers.
+    fn transient_slots(&self) -> usize {
+        self.transient.iter().map(Carrier::size).sum()
+    }
+
     /// Drops the tile views, releases the transient carriers and returns the reusable ones.
     fn finish(self) -> Vec<Carrier> {
         drop(self.tiles);
@@ -62,8 +70,6 @@ impl Fetched {
 pub(crate) struct StreamCounters {
     pub(crate) staged_tiles: usize,
     pub(crate) staged_slots: usize,
-    /// The most staged tile carriers alive at once so far.
-    pub(crate) staged_peak: usize,
     /// The staging carriers allocated so far (not taken from the pool).
     pub(crate) allocated: usize,
     /// The copies that staged those tiles (one per piece of a tile fetched in pieces).
@@ -73,7 +79,8 @@ pub(crate) struct StreamCounters {
     pub(crate) item_done: bool,
 }
 
-/// How many staged tile carriers of one stream are alive, and the most at once.
+/// How many slots of carriers on the primary tier's class one stream has alive (staged, or
+/// held by its computation), and the most at once.
 #[derive(Debug, Default)]
 struct Occupancy {
     live: AtomicUsize,
@@ -82,23 +89,27 @@ struct Occupancy {
 }
 
 impl Occupancy {
-    /// A staging carrier allocated by this stream.
-    fn allocated(&self) {
+    /// A staging carrier of `slots` allocated by this stream.
+    fn allocated(&self, slots: usize) {
         self.allocated.fetch_add(1, Ordering::SeqCst);
-        self.made();
+        self.made(slots);
     }
 
-    fn made(&self) {
-        let live = self.live.fetch_add(1, Ordering::SeqCst) + 1;
+    fn made(&self, slots: usize) {
+        let live = self.live.fetch_add(slots, Ordering::SeqCst) + slots;
         self.peak.fetch_max(live, Ordering::SeqCst);
     }
 
-    fn released(&self, count: usize) {
+    fn released(&self, slots: usize) {
         let _ = self
             .live
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |live| {
-                Some(live.saturating_sub(count))
+                Some(live.saturating_sub(slots))
             });
+    }
+
+    fn live(&self) -> usize {
+        self.live.load(Ordering::SeqCst)
     }
 
     fn peak(&self) -> usize {
@@ -121,11 +132,16 @@ impl Occupancy {
 ///    movement) into a carrier of the primary tier's class, which is reused for later items
 ///    and released at the end;
 /// 3. the first error (staging or computing) stops the stream; every staged carrier is
-///    released and nothing else has changed.
+///    released and nothing else has changed;
+/// 4. its occupancy counts, in slots, every staged carrier alive and every carrier the
+///    computation says it holds ([`hold`](Self::hold)), so its peak is what the work had
+///    on the primary tier's class beside the resident tiles.
 pub(crate) struct TileStream<'a> {
     operands: &'a [TiledOperand],
     depth: usize,
     occupancy: Occupancy,
+    /// The capacity the stream's reports compare with, taken when it was made.
+    accounting: Accounting,
     /// How many pieces each item is staged and computed in (see
     /// [`with_pieces`](Self::with_pieces)); an item not listed is computed whole.
     pieces: Vec<usize>,
@@ -137,6 +153,7 @@ impl<'a> TileStream<'a> {
             operands,
             depth: depth.max(1),
             occupancy: Occupancy::default(),
+            accounting: Accounting::of(operands),
             pieces: Vec::new(),
         }
     }
@@ -165,34 +182,23 @@ impl<'a> TileStream<'a> {
             .collect()
     }
 
-    /// Counts a carrier the computation of an item holds on the primary tier's class (its
-    /// result tile) as live beside the staged carriers, until [`drop_output`](Self::drop_output).
-    pub(crate) fn hold_output(&self) {
-        self.hold(1);
+    /// Counts `slots` of carriers the computation holds on the primary tier's class (partial
+    /// output blocks, an item's result tile, a backward's per-tile outputs, cotangent blocks
+    /// and gradient tiles) as live beside the staged carriers, until
+    /// [`let_go`](Self::let_go).
+    pub(crate) fn hold(&self, slots: usize) {
+        self.occupancy.made(slots);
     }
 
-    /// The carrier counted by [`hold_output`](Self::hold_output) is gone.
-    pub(crate) fn drop_output(&self) {
-        self.let_go(1);
+    /// `slots` counted by [`hold`](Self::hold) are gone.
+    pub(crate) fn let_go(&self, slots: usize) {
+        self.occupancy.released(slots);
     }
 
-    /// Counts `count` carriers the computation holds on the primary tier's class (a
-    /// backward's per-tile outputs, cotangent blocks, gradient tiles) as live beside the
-    /// staged carriers, until [`let_go`](Self::let_go).
-    pub(crate) fn hold(&self, count: usize) {
-        for _ in 0..count {
-            self.occupancy.made();
-        }
-    }
-
-    /// `count` carriers counted by [`hold`](Self::hold) are gone.
-    pub(crate) fn let_go(&self, count: usize) {
-        self.occupancy.released(count);
-    }
-
-    /// The most carriers of the primary tier's class this stream had alive at once so far.
-    pub(crate) fn staged_peak(&self) -> usize {
-        self.occupancy.peak()
+    /// The most slots of the primary tier's class this stream had alive at once so far,
+    /// with the capacity to compare them with.
+    pub(crate) fn peak(&self) -> Peak {
+        self.accounting.peak(self.occupancy.peak())
     }
 
     /// Fetches every item of `items` in order (piece by piece when
@@ -205,16 +211,17 @@ impl<'a> TileStream<'a> {
     ) -> Result<()> {
         let mut counters = StreamCounters::default();
         let steps = self.steps(items.len());
-        let staged_per_item = items
+        let staged_per_step = steps
             .iter()
-            .map(|item| {
-                item.iter()
-                    .filter(|(operand, tile)| self.operands[*operand].stages(*tile))
-                    .count()
+            .map(|step| {
+                items[step.item]
+                    .iter()
+                    .map(|&(operand, tile)| self.operands[operand].staged_slots(tile, step.count))
+                    .sum::<usize>()
             })
             .max()
             .unwrap_or(0);
-        let needed = self.depth * staged_per_item;
+        let needed = self.depth * staged_per_step;
         if self.depth == 1 || steps.len() < 2 {
             let mut pool = self.take_pooled(needed);
             let outcome = steps.iter().try_for_each(|&step| {
@@ -263,7 +270,6 @@ impl<'a> TileStream<'a> {
         }
         counters.staged_copies += fetched.staged_tiles();
         counters.staged_slots += fetched.slots;
-        counters.staged_peak = self.occupancy.peak();
         counters.allocated = self.occupancy.allocations();
         counters.item_done = step.piece + 1 == step.count;
     }
@@ -373,7 +379,7 @@ impl<'a> TileStream<'a> {
                     Some(found) => pool.swap_remove(found),
                     None => {
                         let fresh = primary.allocate_like(span, true, None, true)?;
-                        self.occupancy.allocated();
+                        self.occupancy.allocated(span);
                         fresh
                     }
                 };
@@ -392,14 +398,14 @@ impl<'a> TileStream<'a> {
             }
             TileSource::Zero => {
                 let zeros = primary.allocate_like(operand.grid().tile_size(), true, None, false)?;
-                self.occupancy.allocated();
+                self.occupancy.allocated(zeros.size());
                 fetched.transient.push(zeros.clone());
                 Tensor::new(zeros, 0, compact()?)
             }
             TileSource::Gathered => {
                 let values = operand.gather(tile)?;
                 let gathered = primary.new_like(&values, true, None)?;
-                self.occupancy.allocated();
+                self.occupancy.allocated(gathered.size());
                 fetched.transient.push(gathered.clone());
                 fetched.slots += values.len();
                 Tensor::new(gathered, 0, compact()?)
@@ -459,16 +465,16 @@ impl TileStream<'_> {
     /// Drops an item's tile views, releases its transient carriers and returns the reusable
     /// ones.
     fn finish(&self, fetched: Fetched) -> Vec<Carrier> {
-        let transient = fetched.transient.len();
+        let transient = fetched.transient_slots();
         let reusable = fetched.finish();
         self.occupancy.released(transient);
         reusable
     }
 
     /// The staging carriers the operands' carriers kept from earlier calls (see
-    /// [`keep_or_release`](Self::keep_or_release)), at most `needed` of them (the most this
-    /// stream stages at once); the others are released, so that idle buffers do not take
-    /// the capacity the computation needs beside the stream.
+    /// [`keep_or_release`](Self::keep_or_release)), at most `needed` slots of them (the most
+    /// this stream stages at once); the others are released, so that idle buffers do not
+    /// take the capacity the computation needs beside the stream.
     ///
     /// A whole-tensor staging buffer kept by one of them is released: streamed work keeps
     /// only tile buffers beside its tiles.
@@ -487,45 +493,56 @@ impl TileStream<'_> {
                 let _ = whole.release();
             }
         }
-        release_all(pooled.split_off(needed.min(pooled.len())));
-        for _ in &pooled {
-            self.occupancy.made();
+        let mut kept = Vec::new();
+        let mut slots = 0;
+        for carrier in pooled {
+            if slots + carrier.size() <= needed {
+                slots += carrier.size();
+                self.occupancy.made(carrier.size());
+                kept.push(carrier);
+            } else {
+                let _ = carrier.release();
+            }
         }
-        pooled
+        kept
     }
 
     /// Keeps the staging carriers of this call for the next one — in the first operand
-    /// carrier whose policy bounds the primary tier, at most that capacity minus its resident
-    /// tiles (in the first operand's, all of them, when no policy bounds it) — and releases
-    /// the rest; buffers reused across calls page-fault once.
+    /// carrier whose policy bounds the primary tier, as many as fit in the slots its
+    /// [`Budget`] leaves beside everything else held under it (and what this stream's
+    /// computation still holds); in the first operand's, all of them, when no policy bounds
+    /// it — and releases the rest; buffers reused across calls page-fault once.
     fn keep_or_release(&self, pool: Vec<Carrier>) {
-        let bounded = self.operands.iter().find(|operand| {
-            operand
-                .table()
-                .policy()
-                .and_then(|policy| policy.primary_capacity())
-                .is_some()
+        let tables = operand_tables(self.operands);
+        let bounded = self.operands.iter().find_map(|operand| {
+            Budget::of(operand.table(), &tables).map(|budget| (operand, budget))
         });
-        let Some(first) = bounded.or(self.operands.first()) else {
-            return self.release_all(pool);
+        let first = match (bounded, self.operands.first()) {
+            (Some((operand, _)), _) | (None, Some(operand)) => operand,
+            (None, None) => return self.release_all(pool),
         };
-        let room = first
-            .table()
-            .policy()
-            .and_then(|policy| policy.primary_capacity())
-            .map_or(pool.len(), |capacity| {
-                capacity.saturating_sub(first.resident_tiles())
-            });
-        let mut pool = pool;
-        let rest = pool.split_off(room.min(pool.len()));
-        self.occupancy.released(pool.len());
-        first.table().keep_staging(pool);
+        let pooled: usize = pool.iter().map(Carrier::size).sum();
+        let room = bounded.map_or(usize::MAX, |(_, budget)| {
+            budget.free(self.occupancy.live().saturating_sub(pooled))
+        });
+        let (mut kept, mut rest, mut slots) = (Vec::new(), Vec::new(), 0);
+        for carrier in pool {
+            if slots + carrier.size() <= room {
+                slots += carrier.size();
+                kept.push(carrier);
+            } else {
+                rest.push(carrier);
+            }
+        }
+        self.occupancy.released(slots);
+        first.table().keep_staging(kept);
         self.release_all(rest);
     }
 
     /// Releases staged carriers for good.
     fn release_all(&self, pool: Vec<Carrier>) {
-        self.occupancy.released(pool.len());
+        self.occupancy
+            .released(pool.iter().map(Carrier::size).sum());
         release_all(pool);
     }
 }
@@ -533,5 +550,50 @@ impl TileStream<'_> {
 fn release_all(pool: Vec<Carrier>) {
     for carrier in pool {
         let _ = carrier.release();
+    }
+}
+
+/// The capacity a stream's reports compare its peak with: that of the first operand whose
+/// policy bounds the primary tier (its unit and what was already held under it when the
+/// stream was made), or, with none, the largest operand tile and the operands' primary tiles.
+#[derive(Debug, Clone, Copy)]
+struct Accounting {
+    unit: usize,
+    resident: usize,
+    capacity: Option<usize>,
+}
+
+impl Accounting {
+    fn of(operands: &[TiledOperand]) -> Accounting {
+        let tables = operand_tables(operands);
+        if let Some(budget) = operands
+            .iter()
+            .find_map(|operand| Budget::of(operand.table(), &tables))
+        {
+            return Accounting {
+                unit: budget.unit,
+                resident: budget.resident,
+                capacity: Some(budget.capacity),
+            };
+        }
+        Accounting {
+            unit: tables
+                .iter()
+                .map(|t| t.grid().tile_size())
+                .max()
+                .unwrap_or(1)
+                .max(1),
+            resident: tables.iter().map(|t| t.primary_slots()).sum(),
+            capacity: None,
+        }
+    }
+
+    fn peak(&self, slots: usize) -> Peak {
+        Peak {
+            slots,
+            unit: self.unit,
+            resident: self.resident,
+            capacity: self.capacity,
+        }
     }
 }

@@ -232,6 +232,26 @@ impl TileTable {
         *kept = Some(carrier);
     }
 
+    /// The slots this carrier has on its primary tier: its primary tiles (none once released).
+    pub(crate) fn primary_slots(&self) -> usize {
+        let inner = self.lock();
+        if inner.released {
+            return 0;
+        }
+        let tiles = inner
+            .tiles
+            .iter()
+            .filter(|entry| entry.location == TileLocation::Primary)
+            .count();
+        tiles * self.grid.tile_size()
+    }
+
+    /// The slots of the staging buffers this carrier keeps between operations.
+    pub(crate) fn kept_slots(&self) -> usize {
+        let tiles: usize = self.staging.lock().iter().map(Carrier::size).sum();
+        tiles + self.whole_staging.lock().as_ref().map_or(0, Carrier::size)
+    }
+
     /// Wakes every thread waiting for pins to go or requests to finish.
     pub(crate) fn notify(&self) {
         self.changed.notify_all();

@@ -7,7 +7,7 @@ use crate::carriers::tiled::gradient_sink::{gradient_homes, GradientSink};
 use crate::carriers::tiled::tile_footprint::TileFootprint;
 use crate::carriers::tiled::tile_stream::TileStream;
 use crate::carriers::tiled::tiled_operand::{column_major_strides, flat, TiledOperand};
-use crate::carriers::tiled::tiled_operations::{prefetch_depth_with, primary_room};
+use crate::carriers::tiled::tiled_operations::{prefetch_depth_with, primary_room, Demand};
 use crate::carriers::tiled::{TileProgress, TileResidency};
 use crate::error::{Error, Result};
 use crate::ops;
@@ -81,18 +81,23 @@ fn sum(a: &Tensor, b: &Tensor, canonical: crate::Layout) -> Result<Tensor> {
     let count = operands[0].grid().tile_count();
     let items: Vec<Vec<(usize, usize)>> = (0..count).map(|t| vec![(0, t), (1, t)]).collect();
     // Each item holds its sum tile on the primary tier beside its staged tiles.
-    let depth = prefetch_depth_with(&operands, &items, (1, 0));
-    let room = primary_room(&operands, &items, (depth, 1, 0), 0, 0);
+    let demand = Demand::new(&items).holding(operands[0].grid().tile_size(), 0);
+    let depth = prefetch_depth_with(&operands, &demand);
+    let room = primary_room(&operands, &demand, depth, 0, 0);
     let homes = gradient_homes(operands[0].table(), room)?;
     let mut sink = GradientSink::new(&operands[0], vec![1; count], homes)?;
     let policy = operands[0].table().policy().cloned();
     let stream = TileStream::new(&operands, depth);
     let streamed = stream.run(&items, |index, tiles, counters| {
         let summed = add_tiles(&tiles[0], &tiles[1])?;
-        stream.hold_output();
+        let slots = summed.carrier().size();
+        stream.hold(slots);
+        let kept_before = sink.held();
         let placed = sink.add(index, Some(summed));
-        let peak = stream.staged_peak();
-        stream.drop_output();
+        // The sum is gone, or it is the tile the sink placed on the primary tier.
+        stream.let_go(slots);
+        stream.hold(sink.held().saturating_sub(kept_before));
+        let peak = stream.peak();
         placed?;
         if let Some(policy) = &policy {
             policy.try_on_progress(

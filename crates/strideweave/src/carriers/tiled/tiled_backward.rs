@@ -17,7 +17,7 @@ use crate::carriers::tiled::tiled_accumulate::streamed_sum;
 use crate::carriers::tiled::tiled_operand::{column_major_strides, flat, TiledOperand};
 use crate::carriers::tiled::tiled_operations::{
     call_options, prefetch_depth_with, primary_room, shares_capacity, streamed_operands,
-    tile_operands, work_kind,
+    tile_operands, work_kind, Demand,
 };
 use crate::carriers::tiled::tiled_work::{single, Work, WorkKind};
 use crate::carriers::tiled::{ResidencyPurpose, TileProgress, TileResidency};
@@ -83,8 +83,9 @@ impl BackwardRule for TiledRule {
         let operands = streamed_operands(&tensors, name, ResidencyPurpose::Backward)?;
         let work = Work::plan(&self.invocation, &operands)?;
         let wanted: Vec<bool> = inputs.iter().map(Tensor::requires_grad).collect();
-        let held = held_beside_the_stream(&work, &wanted);
-        let depth = prefetch_depth_with(&operands, work.items(), (0, held));
+        let held = held_beside_the_stream(&work, &wanted, &operands);
+        let demand = Demand::new(work.items()).holding(0, held);
+        let depth = prefetch_depth_with(&operands, &demand);
         let primary = operands[0].tier(Tier::Primary).clone();
         let g = dense_on(&primary, g, work.output_blocks().0)?;
         let mut sinks: Vec<Option<GradientSink>> = Vec::with_capacity(inputs.len());
@@ -93,7 +94,7 @@ impl BackwardRule for TiledRule {
                 sinks.push(None);
                 continue;
             }
-            match self.sink(&operands, &work, (depth, held), k, &sinks) {
+            match self.sink(&operands, &work, (&demand, depth), k, &sinks) {
                 Ok(sink) => sinks.push(Some(sink)),
                 Err(error) => {
                     release_sinks(sinks);
@@ -114,7 +115,7 @@ impl BackwardRule for TiledRule {
                         (index + 1, total),
                         (counters.staged_tiles, counters.staged_slots),
                         depth,
-                        stream.staged_peak(),
+                        stream.peak(),
                     )
                     .with_allocated(counters.allocated),
                 )?;
@@ -139,13 +140,13 @@ impl BackwardRule for TiledRule {
 impl TiledRule {
     /// The sink of operand `k`'s gradient: the contributions each of its tiles expects from
     /// `work`, and where each goes by the policy's gradient plan, within the primary room
-    /// left beside the stream at `depth` (and the `held` carriers the computation keeps
-    /// beside it) and the gradients `before` it under one capacity.
+    /// `demand` leaves beside the stream at `depth` and the gradients `before` it under one
+    /// capacity.
     fn sink(
         &self,
         operands: &[TiledOperand],
         work: &Work,
-        (depth, held): (usize, usize),
+        (demand, depth): (&Demand<'_>, usize),
         k: usize,
         before: &[Option<GradientSink>],
     ) -> Result<GradientSink> {
@@ -165,7 +166,7 @@ impl TiledRule {
             .filter(|(j, _)| shares_capacity(&operands[*j], operand))
             .map(|(_, sink)| sink.primary_homes())
             .sum();
-        let room = primary_room(operands, work.items(), (depth, 0, held), k, taken);
+        let room = primary_room(operands, demand, depth, k, taken);
         let homes = gradient_homes(operand.table(), room)?;
         GradientSink::new(operand, remaining, homes)
     }
@@ -222,7 +223,11 @@ impl TiledRule {
             }
             (outputs, cotangents, locals)
         };
-        let transient = outputs.len() + cotangents.len();
+        let transient = outputs
+            .iter()
+            .chain(cotangents.iter().flatten())
+            .map(|t| t.carrier().size())
+            .sum();
         stream.hold(transient);
         let added = add_gradients(item, (&outputs, &cotangents), &locals, sinks, stream);
         stream.let_go(transient);
@@ -250,7 +255,7 @@ fn add_gradients(
         return Ok(());
     }
     let grads = grad(outputs, &inputs, cotangents, false)?;
-    let computed = grads.iter().flatten().count();
+    let computed = grads.iter().flatten().map(|g| g.carrier().size()).sum();
     stream.hold(computed);
     let kept_before: usize = sinks.iter().flatten().map(GradientSink::held).sum();
     let owners: Vec<(usize, usize)> = item
@@ -278,13 +283,16 @@ fn add_gradients(
     added
 }
 
-/// The most carriers of the primary tier's class a backward of `work` holds at once beside
-/// its staged tiles (the operands wanting a gradient are those `wanted` marks): while item
-/// `n` computes, one per-tile output and one cotangent block per call, one gradient tile per
-/// tile of a wanted operand, and the partial gradient tiles of earlier items still waiting
-/// for contributions (a broadcast tile, a `matmul` right tile). Each carrier counts as one
-/// tile, whatever its size.
-fn held_beside_the_stream(work: &Work, wanted: &[bool]) -> usize {
+/// The most slots of the primary tier's class a backward of `work` holds at once beside its
+/// staged tiles (the operands wanting a gradient are those `wanted` marks): while item `n`
+/// computes, one per-tile output and one cotangent block (an output block each) per call,
+/// one gradient tile per tile of a wanted operand, and the partial gradient tiles of earlier
+/// items still waiting for contributions (a broadcast tile, a `matmul` right tile), each by
+/// its size (a gradient tile is laid out like the tile view it was taken against, so it
+/// spans what that view spans).
+fn held_beside_the_stream(work: &Work, wanted: &[bool], operands: &[TiledOperand]) -> usize {
+    // A gradient taken against a tile view is laid out like the view.
+    let tile = |(k, t): (usize, usize)| operands[k].span(t, 1);
     let mut remaining: HashMap<(usize, usize), usize> = HashMap::new();
     for item in work.items() {
         for &fetch in item.iter().filter(|(k, _)| wanted[*k]) {
@@ -294,8 +302,14 @@ fn held_beside_the_stream(work: &Work, wanted: &[bool]) -> usize {
     let mut open: HashSet<(usize, usize)> = HashSet::new();
     let mut most = 0;
     for (n, item) in work.items().iter().enumerate() {
-        let gradients = item.iter().filter(|(k, _)| wanted[*k]).count();
-        most = most.max(2 * work.targets(n).len() + gradients + open.len());
+        let gradients: usize = item
+            .iter()
+            .filter(|(k, _)| wanted[*k])
+            .map(|&fetch| tile(fetch))
+            .sum();
+        let partial: usize = open.iter().map(|&fetch| tile(fetch)).sum();
+        let outputs = 2 * work.targets(n).len() * work.block_slots();
+        most = most.max(outputs + gradients + partial);
         for &fetch in item.iter().filter(|(k, _)| wanted[*k]) {
             let left = remaining.entry(fetch).or_insert(1);
             *left = left.saturating_sub(1);

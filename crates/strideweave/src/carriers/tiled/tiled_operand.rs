@@ -6,6 +6,7 @@ use std::sync::Arc;
 use strideweave_layout::Layout;
 
 use crate::carrier::Carrier;
+use crate::carriers::tiled::capacity::Budget;
 use crate::carriers::tiled::tile_copy::{Tier, TileCopy};
 use crate::carriers::tiled::tile_footprint::TileFootprint;
 use crate::carriers::tiled::tile_grid::{decode, encode, show, TileGrid};
@@ -168,14 +169,6 @@ impl TiledOperand {
         self._pins.id()
     }
 
-    /// How many tiles were on the primary tier at the snapshot.
-    pub(crate) fn resident_tiles(&self) -> usize {
-        self.tiles
-            .iter()
-            .filter(|(location, _)| *location == TileLocation::Primary)
-            .count()
-    }
-
     /// The whole tensor readable on the primary tier's class, when the tensor is canonical
     /// and every tile is still in the full tier it was seeded from (whose slots are then the
     /// tensor's contents), so the operation can run as one call with no tiling:
@@ -236,11 +229,8 @@ impl TiledOperand {
             TileLocation::Primary => Some(Tier::Primary),
             TileLocation::Secondary if self.secondary_computes() => Some(Tier::Secondary),
             TileLocation::Secondary => {
-                let fits = self
-                    .table
-                    .policy()
-                    .and_then(|policy| policy.primary_capacity())
-                    .is_none_or(|capacity| capacity >= self.tiles.len());
+                let fits = Budget::of(&self.table, &[&self.table])
+                    .is_none_or(|budget| budget.free(0) >= self.grid.logical_size());
                 fits.then_some(Tier::Secondary)
             }
             _ => None,
@@ -268,6 +258,48 @@ impl TiledOperand {
             TileLocation::Secondary => !self.secondary_computes(),
             TileLocation::Implicit | TileLocation::Invalid => true,
         }
+    }
+
+    /// The slots the staged copy of tile `tile` takes on the primary tier's class when it is
+    /// fetched in `pieces` pieces of its mode 1 (0 when the tile is read in place): see
+    /// [`span`](Self::span).
+    pub(crate) fn staged_slots(&self, tile: usize, pieces: usize) -> usize {
+        if self.stages(tile) {
+            self.span(tile, pieces)
+        } else {
+            0
+        }
+    }
+
+    /// The slots the fetched view of tile `tile` (one of `pieces` pieces of its mode 1)
+    /// spans in its carrier: a tile in a full seed tier spans the gaps between its columns
+    /// there (as much is staged, and a gradient taken against such a view is laid out like
+    /// it); an own copy, an implicit tile (zeros) and a gathered tile are compact.
+    pub(crate) fn span(&self, tile: usize, pieces: usize) -> usize {
+        let pieces = pieces.max(1);
+        let shape = self.grid.tile_shape();
+        let seeded = self.placement == Placement::Canonical
+            && matches!(
+                self.tiles[tile],
+                (
+                    TileLocation::Primary | TileLocation::Secondary,
+                    Some(TileCopy::Seed)
+                )
+            );
+        if !seeded {
+            return self.grid.tile_size() / pieces;
+        }
+        let strides = column_major_strides(self.grid.logical_shape());
+        let last = shape.len().saturating_sub(1);
+        1 + shape
+            .iter()
+            .zip(&strides)
+            .enumerate()
+            .map(|(a, (&extent, &stride))| {
+                let extent = if a == last { extent / pieces } else { extent };
+                extent.saturating_sub(1) * stride
+            })
+            .sum::<usize>()
     }
 
     /// Where the contents of tile `tile` (canonical index over the grid) come from.

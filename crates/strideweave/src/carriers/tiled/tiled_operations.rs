@@ -11,6 +11,7 @@ use crate::carriers::extension::{
     CompositePreparation, CompositeProvider, PreparedComposite, ProviderResult, Submitted,
     Unsupported,
 };
+use crate::carriers::tiled::capacity::Budget;
 use crate::carriers::tiled::tile_copy::Tier;
 use crate::carriers::tiled::tile_stream::{pieces_for, Fetch, StreamCounters, TileStream};
 use crate::carriers::tiled::tile_table::TileTable;
@@ -122,12 +123,16 @@ fn prepare(carrier: &Carrier, invocation: &ResolvedInvocation) -> Result<Composi
         move || {
             let _grad = no_grad();
             let operands = streamed_operands(&tensors, name_of(&invocation), Purpose::Operation)?;
-            let depth = prefetch_depth(&operands, work.items());
+            let pieces = pieces(&invocation, &operands, &work);
+            let demand = Demand::new(work.items())
+                .in_pieces(&pieces)
+                .holding(0, work.held_slots(&invocation));
+            let depth = prefetch_depth_with(&operands, &demand);
             let result = execute(
                 &invocation,
                 &operands,
                 &work,
-                depth,
+                (depth, pieces),
                 &primary,
                 |p| match &progress {
                     Some(policy) => policy.try_on_progress(p),
@@ -167,23 +172,56 @@ pub(crate) fn streamed_operands(
         .collect()
 }
 
-/// How many items may be in flight: bounded, per operand carrier with a
-/// [`primary_capacity`](crate::carriers::ResidencyPolicy::primary_capacity) (carriers sharing
-/// one policy object share its capacity), by the capacity left after their resident tiles
-/// divided by the tiles one item stages for them; at least 1.
-pub(crate) fn prefetch_depth(operands: &[TiledOperand], items: &[Vec<Fetch>]) -> usize {
-    prefetch_depth_with(operands, items, (0, 0))
+/// What streamed work asks of the primary tier beside its staged tiles, in slots.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Demand<'a> {
+    /// The work items.
+    pub(crate) items: &'a [Vec<Fetch>],
+    /// How many pieces each item is staged in (an item not listed: 1).
+    pub(crate) pieces: &'a [usize],
+    /// The slots each item in flight holds beside its staged tiles (an item's result tile).
+    pub(crate) per_item: usize,
+    /// The slots the computation holds beside the stream at most (partial output blocks, a
+    /// backward's transients and partial gradient tiles).
+    pub(crate) held: usize,
 }
 
-/// [`prefetch_depth`] when each item in flight also holds `extra` tiles of its own on the
-/// primary tier (an item's result tile), and the computation holds `held` more beside the
-/// stream (a backward's transients and partial gradient tiles), both counted against every
-/// bounded capacity.
-pub(crate) fn prefetch_depth_with(
-    operands: &[TiledOperand],
-    items: &[Vec<Fetch>],
-    (extra, held): (usize, usize),
-) -> usize {
+impl<'a> Demand<'a> {
+    /// Items staged whole, holding nothing beside their tiles.
+    pub(crate) fn new(items: &'a [Vec<Fetch>]) -> Demand<'a> {
+        Demand {
+            items,
+            pieces: &[],
+            per_item: 0,
+            held: 0,
+        }
+    }
+
+    /// The same demand with `per_item` slots per item in flight and `held` beside.
+    pub(crate) fn holding(self, per_item: usize, held: usize) -> Demand<'a> {
+        Demand {
+            per_item,
+            held,
+            ..self
+        }
+    }
+
+    /// The same demand with items staged in `pieces`.
+    pub(crate) fn in_pieces(self, pieces: &'a [usize]) -> Demand<'a> {
+        Demand { pieces, ..self }
+    }
+
+    fn pieces_of(&self, item: usize) -> usize {
+        self.pieces.get(item).copied().unwrap_or(1).max(1)
+    }
+}
+
+/// How many items of `demand` may be in flight: bounded, per distinct capacity of the
+/// operand carriers' policies (carriers sharing one policy object share its capacity), by
+/// the slots that capacity leaves beside everything already on the primary tier under it
+/// ([`Budget`]) and the slots `demand` holds beside the stream, divided by the slots one
+/// item stages for those carriers plus its own per-item slots; at least 1.
+pub(crate) fn prefetch_depth_with(operands: &[TiledOperand], demand: &Demand<'_>) -> usize {
     let mut depth = UNBOUNDED_DEPTH;
     for (k, operand) in operands.iter().enumerate() {
         if operands[..k]
@@ -192,15 +230,14 @@ pub(crate) fn prefetch_depth_with(
         {
             continue;
         }
-        let Some(use_) = primary_use(operands, items, k) else {
+        let Some(use_) = primary_use(operands, demand, k) else {
             continue;
         };
-        let per_item = use_.per_item + extra;
+        let per_item = use_.per_item + demand.per_item;
         if per_item == 0 {
             continue;
         }
-        let free = use_.capacity.saturating_sub(use_.resident + held);
-        depth = depth.min(free / per_item);
+        depth = depth.min(use_.budget.free(demand.held) / per_item);
     }
     depth.max(1)
 }
@@ -219,67 +256,62 @@ pub(crate) fn shares_capacity(a: &TiledOperand, b: &TiledOperand) -> bool {
 /// What streamed work takes of the primary capacity operand `k` counts against.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PrimaryUse {
-    /// The capacity of operand `k`'s policy.
-    pub(crate) capacity: usize,
-    /// The tiles already on the primary tier of the carriers sharing it.
-    pub(crate) resident: usize,
-    /// The most tiles of those carriers one item stages.
+    /// The capacity of operand `k`'s policy and what is already held under it.
+    pub(crate) budget: Budget,
+    /// The most slots one step of the work stages for the operands sharing it.
     pub(crate) per_item: usize,
 }
 
-/// The use of the capacity of operand `k`'s policy by `items`; `None` when it has none.
+/// The tables of `operands`, each once.
+pub(crate) fn operand_tables(operands: &[TiledOperand]) -> Vec<&Arc<TileTable>> {
+    let mut tables: Vec<&Arc<TileTable>> = Vec::new();
+    for operand in operands {
+        if !tables.iter().any(|t| Arc::ptr_eq(t, operand.table())) {
+            tables.push(operand.table());
+        }
+    }
+    tables
+}
+
+/// The use of the capacity of operand `k`'s policy by `demand`; `None` when it has none.
 pub(crate) fn primary_use(
     operands: &[TiledOperand],
-    items: &[Vec<Fetch>],
+    demand: &Demand<'_>,
     k: usize,
 ) -> Option<PrimaryUse> {
     let operand = &operands[k];
-    let capacity = operand.table().policy()?.primary_capacity()?;
+    let budget = Budget::of(operand.table(), &operand_tables(operands))?;
     let sharing: Vec<usize> = (0..operands.len())
         .filter(|&j| shares_capacity(&operands[j], operand))
         .collect();
-    let per_item = items
+    let per_item = demand
+        .items
         .iter()
-        .map(|item| {
+        .enumerate()
+        .map(|(n, item)| {
             item.iter()
-                .filter(|(j, tile)| sharing.contains(j) && operands[*j].stages(*tile))
-                .count()
+                .filter(|(j, _)| sharing.contains(j))
+                .map(|&(j, tile)| operands[j].staged_slots(tile, demand.pieces_of(n)))
+                .sum::<usize>()
         })
         .max()
         .unwrap_or(0);
-    let mut resident = 0;
-    for (j, other) in operands.iter().enumerate() {
-        let first = !operands[..j]
-            .iter()
-            .any(|o| Arc::ptr_eq(o.table(), other.table()));
-        if first && sharing.contains(&j) {
-            resident += other.resident_tiles();
-        }
-    }
-    Some(PrimaryUse {
-        capacity,
-        resident,
-        per_item,
-    })
+    Some(PrimaryUse { budget, per_item })
 }
 
-/// The primary tiles a gradient of operand `k` may place while `items` stream at `depth`
-/// (each item holding `extra` tiles of its own beside its staged ones, the computation `held`
-/// more beside the stream), after `taken` tiles already given to other gradients under the
-/// same capacity; `None` without a capacity.
+/// The primary slots a gradient of operand `k` may place while `demand` streams at `depth`,
+/// after `taken` slots already given to other gradients under the same capacity; `None`
+/// without a capacity.
 pub(crate) fn primary_room(
     operands: &[TiledOperand],
-    items: &[Vec<Fetch>],
-    (depth, extra, held): (usize, usize, usize),
+    demand: &Demand<'_>,
+    depth: usize,
     k: usize,
     taken: usize,
 ) -> Option<usize> {
-    let use_ = primary_use(operands, items, k)?;
-    let streaming = depth * (use_.per_item + extra);
-    Some(
-        use_.capacity
-            .saturating_sub(use_.resident + streaming + held + taken),
-    )
+    let use_ = primary_use(operands, demand, k)?;
+    let streaming = depth * (use_.per_item + demand.per_item);
+    Some(use_.budget.free(streaming + demand.held + taken))
 }
 
 /// Runs the planned work: streams the items, computes each, reports progress, assembles the
@@ -288,11 +320,12 @@ fn execute(
     invocation: &ResolvedInvocation,
     operands: &[TiledOperand],
     work: &Work,
-    depth: usize,
+    (depth, pieces): (usize, Vec<usize>),
     primary: &Carrier,
     progress: impl Fn(&TileProgress) -> Result<()>,
 ) -> Result<Tensor> {
     let name = invocation.call().definition().name();
+    let stream = TileStream::new(operands, depth).with_pieces(pieces);
     if let Some((whole, staged, allocated)) = whole_tensors(operands)? {
         // Every operand is still its full seed tier: one call computes the result.
         let outputs = call(
@@ -306,13 +339,14 @@ fn execute(
             .filter(|operand| operand.whole_stages())
             .map(|operand| operand.grid().tile_count())
             .sum();
-        let count = staged.len();
         for (table, carrier) in staged {
             table.keep_whole_staging(carrier);
         }
         let outputs = outputs?;
+        let mut peak = stream.peak();
+        peak.slots = slots;
         progress(
-            &TileProgress::new(name, (1, 1), (tiles, slots), 1, count).with_allocated(allocated),
+            &TileProgress::new(name, (1, 1), (tiles, slots), 1, peak).with_allocated(allocated),
         )?;
         let [result] = <[Tensor; 1]>::try_from(outputs).map_err(|outputs| {
             Error::Runtime(format!(
@@ -327,11 +361,10 @@ fn execute(
             Arc::clone(spec.shared_layout()),
         );
     }
-    let stream = TileStream::new(operands, depth).with_pieces(pieces(invocation, operands, work));
     let mut state = work.start(invocation, primary)?;
     let total = work.items().len();
     stream.run(work.items(), |index, tiles, counters: StreamCounters| {
-        state.compute(index, tiles)?;
+        state.compute(index, tiles, &stream)?;
         if !counters.item_done {
             return Ok(());
         }
@@ -341,7 +374,7 @@ fn execute(
                 (index + 1, total),
                 (counters.staged_tiles, counters.staged_slots),
                 depth,
-                counters.staged_peak,
+                stream.peak(),
             )
             .with_allocated(counters.allocated)
             .with_copies(counters.staged_copies),
@@ -386,6 +419,26 @@ type WholeStaging = Vec<(Arc<TileTable>, Carrier)>;
 fn whole_tensors(operands: &[TiledOperand]) -> Result<Option<(Vec<Tensor>, WholeStaging, usize)>> {
     if operands.iter().any(|o| o.whole_candidate().is_none()) {
         return Ok(None);
+    }
+    // The whole copies made under one capacity must fit in it together.
+    let tables = operand_tables(operands);
+    for operand in operands.iter().filter(|o| o.whole_stages()) {
+        let Some(budget) = Budget::of(operand.table(), &tables) else {
+            continue;
+        };
+        let mut counted: Vec<&Arc<TileTable>> = Vec::new();
+        let mut together = 0;
+        for other in operands.iter().filter(|o| o.whole_stages()) {
+            if shares_capacity(operand, other)
+                && !counted.iter().any(|t| Arc::ptr_eq(t, other.table()))
+            {
+                counted.push(other.table());
+                together += other.grid().logical_size();
+            }
+        }
+        if together > budget.free(0) {
+            return Ok(None);
+        }
     }
     let mut views = Vec::with_capacity(operands.len());
     let mut staged: WholeStaging = Vec::new();

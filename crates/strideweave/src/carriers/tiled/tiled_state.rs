@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::carrier::Carrier;
 use crate::carriers::extension::{AllocationContents, StorageProvider};
+use crate::carriers::tiled::capacity;
 use crate::carriers::tiled::tile_copy::Tier;
 use crate::carriers::tiled::tile_grid::TileGrid;
 use crate::carriers::tiled::tile_table::{Seeding, TileTable};
@@ -47,10 +48,12 @@ impl TiledState {
 impl TiledState {
     /// The state of an instance being constructed over `table`.
     pub(crate) fn configured(table: TileTable) -> TiledState {
+        let table = Arc::new(table);
+        capacity::register(&table);
         TiledState {
             grid: table.grid().clone(),
             policy: table.policy().cloned(),
-            table: Some(Arc::new(table)),
+            table: Some(table),
             template: None,
         }
     }
@@ -124,13 +127,15 @@ impl TiledState {
                 return Err(error);
             }
         };
-        self.table = Some(Arc::new(TileTable::new(
+        let table = Arc::new(TileTable::new(
             self.grid.clone(),
             primary_token,
             secondary_token,
             self.policy.clone(),
             Seeding::Implicit,
-        )));
+        ));
+        capacity::register(&table);
+        self.table = Some(table);
         Ok(())
     }
 }

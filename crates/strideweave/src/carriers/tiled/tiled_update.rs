@@ -7,7 +7,7 @@ use crate::carrier::Carrier;
 use crate::carriers::tiled::tile_copy::{Tier, TileCopy};
 use crate::carriers::tiled::tile_stream::TileStream;
 use crate::carriers::tiled::tiled_operand::{column_major_strides, flat, TiledOperand};
-use crate::carriers::tiled::tiled_operations::prefetch_depth;
+use crate::carriers::tiled::tiled_operations::{prefetch_depth_with, Demand};
 use crate::carriers::tiled::{TileLocation, TileProgress, TiledEvictable};
 use crate::error::{Error, Result};
 use crate::movement::move_to_scratch;
@@ -72,14 +72,25 @@ impl TiledEvictable {
             .is_some();
         let count = to.grid().tile_count();
         let items: Vec<Vec<(usize, usize)>> = (0..count).map(|t| vec![(0, t), (1, t)]).collect();
-        let depth = prefetch_depth(&operands, &items);
         let shape = to.tile_shape().to_vec();
         let size = to.grid().tile_size();
+        // The computing item holds its scaled tile and its sum; each new copy of a primary
+        // tile waits on the primary tier beside the old one until all are installed.
+        let waiting = (0..count)
+            .filter(|&t| to.location(t) == TileLocation::Primary)
+            .count();
+        let demand = Demand::new(&items).holding(0, (2 + waiting) * size);
+        let depth = prefetch_depth_with(&operands, &demand);
         let policy = table.policy().cloned();
         let mut made: Vec<(Tier, Carrier)> = Vec::with_capacity(count);
-        let streamed = TileStream::new(&operands, depth).run(&items, |index, tiles, counters| {
+        let stream = TileStream::new(&operands, depth);
+        let streamed = stream.run(&items, |index, tiles, counters| {
             let scaled = ops::mul(&tiles[1], alpha)?;
+            stream.hold(scaled.carrier().size());
             let sum = ops::add(&tiles[0], &scaled)?;
+            let transient = scaled.carrier().size() + sum.carrier().size();
+            stream.hold(sum.carrier().size());
+            drop(scaled);
             let compact = if sum.offset() == 0
                 && sum.carrier().size() == size
                 && *sum.layout() == flat(&shape, &column_major_strides(&shape))?
@@ -106,6 +117,10 @@ impl TiledEvictable {
                 }
                 destination
             };
+            stream.let_go(transient);
+            if tier == Tier::Primary {
+                stream.hold(copy.size());
+            }
             made.push((tier, copy));
             if let Some(policy) = &policy {
                 policy.try_on_progress(
@@ -114,7 +129,7 @@ impl TiledEvictable {
                         (index + 1, count),
                         (counters.staged_tiles, counters.staged_slots),
                         depth,
-                        counters.staged_peak,
+                        stream.peak(),
                     )
                     .with_allocated(counters.allocated),
                 )?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::carrier::Carrier;
 use crate::carriers::tiled::tile_grid::{decode, encode};
-use crate::carriers::tiled::tile_stream::Fetch;
+use crate::carriers::tiled::tile_stream::{Fetch, TileStream};
 use crate::carriers::tiled::tiled_operand::{column_major_strides, flat, TiledOperand};
 use crate::carriers::tiled::tiled_operations::{call_options, tile_operands, work_kind};
 use crate::dtype::DType;
@@ -196,24 +196,61 @@ impl Work {
         })
     }
 
+    /// The slots of one output block.
+    pub(crate) fn block_slots(&self) -> usize {
+        self.out_tile.iter().product()
+    }
+
+    /// The most slots of partial results the forward of this work holds at once on the
+    /// primary tier's class beside its staged tiles (see [`WorkState::compute`]): an
+    /// elementwise block until it is placed; for `reduce_sum` and `matmul` the partial sums
+    /// of every output block begun so far plus, while a call combines into one, its
+    /// partial and the new sum (a Float32 accumulator), or every partial kept for the final reduction plus
+    /// one block's stacked copy and its sum (stacked accumulation).
+    pub(crate) fn held_slots(&self, invocation: &ResolvedInvocation) -> usize {
+        let blocks = match (self.kind, combine_of(invocation)) {
+            (WorkKind::Elementwise, _) => 1,
+            (_, Combine::Add) => {
+                let mut open = std::collections::HashSet::new();
+                let mut most = 0;
+                for targets in &self.targets {
+                    for &target in targets {
+                        // Combining holds the old sum, the partial and the new sum.
+                        let combining = usize::from(open.contains(&target));
+                        open.insert(target);
+                        most = most.max(open.len() + 2 * combining);
+                    }
+                }
+                most
+            }
+            (_, Combine::Stack) => {
+                let mut parts = vec![0; self.block_count()];
+                for &target in self.targets.iter().flatten() {
+                    parts[target] += 1;
+                }
+                let total: usize = parts.iter().sum();
+                total + parts.iter().copied().max().unwrap_or(0) + 1
+            }
+        };
+        blocks * self.block_slots()
+    }
+
+    fn block_count(&self) -> usize {
+        self.out_shape
+            .iter()
+            .zip(&self.out_tile)
+            .map(|(e, t)| e / t)
+            .product()
+    }
+
     /// The state computing this work for `invocation`, with results on `primary`'s class.
     pub(crate) fn start<'a>(
         &'a self,
         invocation: &'a ResolvedInvocation,
         primary: &'a Carrier,
     ) -> Result<WorkState<'a>> {
-        let blocks = self
-            .out_shape
-            .iter()
-            .zip(&self.out_tile)
-            .map(|(e, t)| e / t)
-            .product();
-        let plan = invocation.plan();
-        let combine = if plan.accumulator_dtype() == Some(DType::FLOAT32) {
-            Combine::Add
-        } else {
-            Combine::Stack
-        };
+        let blocks = self.block_count();
+        let combine = combine_of(invocation);
         Ok(WorkState {
             work: self,
             invocation,
@@ -236,6 +273,15 @@ fn two_modes<'a>(name: &str, operand: &'a TiledOperand) -> Result<(&'a [usize], 
         )));
     }
     Ok((operand.logical(), operand.tile_shape()))
+}
+
+/// How the partial results of `invocation`'s output blocks combine.
+fn combine_of(invocation: &ResolvedInvocation) -> Combine {
+    if invocation.plan().accumulator_dtype() == Some(DType::FLOAT32) {
+        Combine::Add
+    } else {
+        Combine::Stack
+    }
 }
 
 /// How partial results of one output block combine.
@@ -272,15 +318,31 @@ impl WorkState<'_> {
         self.sums.len()
     }
 
-    /// Computes item `index` on its fetched `tiles`.
-    pub(crate) fn compute(&mut self, index: usize, tiles: &[Tensor]) -> Result<()> {
+    /// Computes item `index` on its fetched `tiles`, counting in `stream`'s occupancy every
+    /// partial result it holds on the primary tier's class: a call's output from the moment
+    /// it exists, a partial sum (or kept partial) for as long as it lives; an elementwise
+    /// block until it is placed in the result (the only block, which is the result, stays
+    /// counted).
+    pub(crate) fn compute(
+        &mut self,
+        index: usize,
+        tiles: &[Tensor],
+        stream: &TileStream<'_>,
+    ) -> Result<()> {
         let name = self.invocation.call().definition().name();
         let targets = &self.work.targets[index];
         match self.work.kind {
             WorkKind::Elementwise => {
                 let operands = tile_operands(self.invocation, tiles);
                 let block = single(call(name, operands, &[])?)?;
-                self.place(targets[0], block)
+                let slots = block.carrier().size();
+                stream.hold(slots);
+                let single_block = self.blocks() == 1;
+                let placed = self.place(targets[0], block);
+                if !single_block {
+                    stream.let_go(slots);
+                }
+                placed
             }
             WorkKind::Reduce => {
                 let partial = single(call(
@@ -288,7 +350,7 @@ impl WorkState<'_> {
                     [Operand::Tensor(tiles[0].clone())],
                     &self.options(),
                 )?)?;
-                self.accumulate(targets[0], partial)
+                self.accumulate(targets[0], partial, stream)
             }
             WorkKind::Matmul => {
                 let options = self.options();
@@ -298,23 +360,30 @@ impl WorkState<'_> {
                         Operand::Tensor(tiles[1 + j].clone()),
                     ];
                     let partial = single(call(name, operands, &options)?)?;
-                    self.accumulate(target, partial)?;
+                    self.accumulate(target, partial, stream)?;
                 }
                 Ok(())
             }
         }
     }
 
-    fn accumulate(&mut self, block: usize, partial: Tensor) -> Result<()> {
+    fn accumulate(&mut self, block: usize, partial: Tensor, stream: &TileStream<'_>) -> Result<()> {
+        stream.hold(partial.carrier().size());
         match self.combine {
             Combine::Add => {
                 let sum = match self.sums[block].take() {
                     None => partial,
-                    Some(sum) => single(call(
-                        "add",
-                        [Operand::Tensor(sum), Operand::Tensor(partial)],
-                        &[],
-                    )?)?,
+                    Some(sum) => {
+                        let gone = sum.carrier().size() + partial.carrier().size();
+                        let new = single(call(
+                            "add",
+                            [Operand::Tensor(sum), Operand::Tensor(partial)],
+                            &[],
+                        )?)?;
+                        stream.hold(new.carrier().size());
+                        stream.let_go(gone);
+                        new
+                    }
                 };
                 self.sums[block] = Some(sum);
             }
