@@ -421,6 +421,13 @@ impl Carrier {
         self.body().read(index, self.inner.dtype)
     }
 
+    /// The values at in-range `indices`, read in bulk where the class can (one call of a
+    /// definition-backed provider's `read_all`), with no state check: what the journal of
+    /// provider work records before a write of many slots.
+    pub(crate) fn read_all_unchecked(&self, indices: &[usize]) -> Result<Vec<Value>> {
+        self.body().read_all(indices, self.inner.dtype)
+    }
+
     pub(crate) fn supports_scatter(&self) -> bool {
         self.body().movement().supports_scatter()
     }

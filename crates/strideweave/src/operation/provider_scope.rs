@@ -89,16 +89,22 @@ fn current_or_new() -> Arc<Journal> {
 }
 
 /// Records the current values of `slots` of `carrier` (each in range) before a write, when
-/// provider work is running on this thread. A slot that cannot be read is not recorded:
-/// the write that follows fails the same way.
+/// provider work is running on this thread: read in bulk (one provider call for a
+/// definition-backed class with a bulk read, where a read per slot may be a device round
+/// trip each), or slot by slot when the bulk read fails. A slot that cannot be read is not
+/// recorded: the write that follows fails the same way.
 pub(crate) fn note_slots(carrier: &Carrier, slots: impl IntoIterator<Item = usize>) {
     if !journaling() {
         return;
     }
-    let previous: Vec<(usize, Value)> = slots
-        .into_iter()
-        .filter_map(|slot| carrier.read_unchecked(slot).ok().map(|v| (slot, v)))
-        .collect();
+    let slots: Vec<usize> = slots.into_iter().collect();
+    let previous: Vec<(usize, Value)> = match carrier.read_all_unchecked(&slots) {
+        Ok(values) => slots.into_iter().zip(values).collect(),
+        Err(_) => slots
+            .into_iter()
+            .filter_map(|slot| carrier.read_unchecked(slot).ok().map(|v| (slot, v)))
+            .collect(),
+    };
     current_or_new().changes.lock().push(Change::Slots {
         carrier: carrier.clone(),
         previous,

@@ -326,6 +326,14 @@ impl ErasedCarrier for DefinedBody {
             .call_read(self.class, self.state()?.as_ref(), index, dtype)
     }
 
+    /// The provider's `read_all` when it has one (one call for every slot), else `read`
+    /// per slot.
+    fn read_all(&self, indices: &[usize], dtype: DType) -> Result<Vec<Value>> {
+        self.definition
+            .storage()
+            .call_read_all(self.class, self.state()?.as_ref(), indices, dtype)
+    }
+
     fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
         self.definition
             .storage()
@@ -337,10 +345,8 @@ impl ErasedCarrier for DefinedBody {
     fn write_all(&self, writes: &[(usize, Value)], dtype: DType) -> Result<()> {
         let storage = self.definition.storage();
         let mut state = self.state_mut()?;
-        let previous = writes
-            .iter()
-            .map(|&(index, _)| storage.call_read(self.class, state.as_ref(), index, dtype))
-            .collect::<Result<Vec<_>>>()?;
+        let indices: Vec<usize> = writes.iter().map(|&(index, _)| index).collect();
+        let previous = storage.call_read_all(self.class, state.as_ref(), &indices, dtype)?;
         for (done, &(index, value)) in writes.iter().enumerate() {
             if let Err(error) = storage.call_write(self.class, state.as_mut(), index, value) {
                 for (&(index, _), old) in writes.iter().zip(&previous).take(done).rev() {
@@ -350,6 +356,35 @@ impl ErasedCarrier for DefinedBody {
             }
         }
         Ok(())
+    }
+
+    /// The provider's slot copy, for a source of this same class (the carrier itself
+    /// included): `None` — the framework copies slot by slot — when the provider has none,
+    /// declines, or the source is of another class.
+    fn copy_slots_from(
+        &self,
+        source: &Carrier,
+        sources: &[usize],
+        targets: &[usize],
+    ) -> Option<Result<()>> {
+        let storage = self.definition.storage();
+        if !storage.copies_slots() {
+            return None;
+        }
+        let from = source
+            .defined_body()
+            .filter(|from| from.class == self.class)?;
+        match storage.call_slot_copy(
+            self.class,
+            || from.state(),
+            || self.state(),
+            sources,
+            targets,
+        ) {
+            Ok(true) => Some(Ok(())),
+            Ok(false) => None,
+            Err(error) => Some(Err(error)),
+        }
     }
 
     fn release(&self) -> Result<()> {

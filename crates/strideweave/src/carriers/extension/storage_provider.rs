@@ -19,6 +19,16 @@ type ReadFn = dyn Fn(&dyn Any, usize) -> Result<Value> + Send + Sync;
 type WriteFn = dyn Fn(&mut dyn Any, usize, Value) -> Result<()> + Send + Sync;
 type ContentsFn = dyn Fn(&mut dyn Any, AllocationContents) -> Result<()> + Send + Sync;
 type FreshForFn = dyn Fn(&dyn Any, FreshRequest) -> Result<ErasedState> + Send + Sync;
+type BulkReadFn = dyn Fn(&dyn Any, &[usize]) -> Result<Vec<Value>> + Send + Sync;
+type HandleFn = dyn Fn(&dyn Any) -> Result<Box<dyn Any>> + Send + Sync;
+type SlotCopyFn = dyn Fn(&dyn Any, &dyn Any, &[usize], &[usize]) -> Result<bool> + Send + Sync;
+
+/// The two halves of a slot-copy hook (see [`StorageProvider::with_slot_copy`]): the handle
+/// taken from one carrier's state, and the copy between two handles.
+struct SlotCopy {
+    handle: Box<HandleFn>,
+    copy: Box<SlotCopyFn>,
+}
 
 /// What a factory (`new_like`, `allocate_like`) is about to construct, handed to a fresh-state
 /// callback registered with [`StorageProvider::with_fresh_for`]: the fresh carrier's slot
@@ -137,6 +147,8 @@ pub struct StorageProvider {
     elementwise_fallback: bool,
     allocation_contents: Option<Arc<ContentsFn>>,
     fresh_for: Option<Arc<FreshForFn>>,
+    bulk_read: Option<Arc<BulkReadFn>>,
+    slot_copy: Option<Arc<SlotCopy>>,
 }
 
 fn downcast<S: 'static>(state: &dyn Any) -> Result<&S> {
@@ -301,6 +313,8 @@ impl StorageProvider {
             elementwise_fallback: false,
             allocation_contents: None,
             fresh_for: None,
+            bulk_read: None,
+            slot_copy: None,
         }
     }
 
@@ -351,6 +365,138 @@ impl StorageProvider {
             })),
             ..self
         }
+    }
+
+    /// This provider with `read_all(&S, indices)` reading many slots at once, for storage
+    /// where one read per slot is costly (a device round trip each).
+    ///
+    /// The framework calls it wherever it reads several slots of one carrier: the sources of
+    /// a scatter, the previous values a provider scope journals before a write, the values an
+    /// all-or-nothing write keeps to undo itself. Every index is in range (checked before);
+    /// indices may repeat and come in any order. It must return one value per index, in
+    /// order (another count is a [`ProviderContract`](Error::ProviderContract) error), each
+    /// validated as `read`'s answer is. Without it the framework calls `read` per slot.
+    pub fn with_bulk_read<S, ReadAll>(self, read_all: ReadAll) -> StorageProvider
+    where
+        S: 'static,
+        ReadAll: Fn(&S, &[usize]) -> Result<Vec<Value>> + Send + Sync + 'static,
+    {
+        StorageProvider {
+            bulk_read: Some(Arc::new(move |state, indices| {
+                read_all(downcast::<S>(state)?, indices)
+            })),
+            ..self
+        }
+    }
+
+    /// This provider with a slot copy between two carriers of its class: `handle(&S)` takes
+    /// what a copy needs from one carrier's state (a device buffer, say), and
+    /// `copy(&destination, &source, sources, targets)` copies source slot `sources[i]` to
+    /// destination slot `targets[i]` for every `i`, answering `Ok(false)` to decline (nothing
+    /// written; the framework then reads and writes slot by slot).
+    ///
+    /// A scatter whose source is a carrier of the same class uses it. Each handle is taken
+    /// under its own carrier's shared state lock, one at a time, and `copy` runs with no
+    /// lock held, so two scatters in opposite directions cannot wait for each other. The
+    /// framework has checked every index in range, both lists have one entry per element,
+    /// `targets` has no repeated slot, and the two carriers may be the same one; their
+    /// dtypes may differ (the handles must carry what `copy` needs to tell, and a copy that
+    /// would have to convert declines). An error fails the scatter, which must then have
+    /// written nothing: a copy is all or nothing.
+    pub fn with_slot_copy<S, H, Handle, Copy>(self, handle: Handle, copy: Copy) -> StorageProvider
+    where
+        S: 'static,
+        H: 'static,
+        Handle: Fn(&S) -> Result<H> + Send + Sync + 'static,
+        Copy: Fn(&H, &H, &[usize], &[usize]) -> Result<bool> + Send + Sync + 'static,
+    {
+        let handle: Box<HandleFn> = Box::new(move |state| {
+            let taken: Box<dyn Any> = Box::new(handle(downcast::<S>(state)?)?);
+            Ok(taken)
+        });
+        let copy: Box<SlotCopyFn> = Box::new(move |destination, source, sources, targets| {
+            copy(
+                downcast::<H>(destination)?,
+                downcast::<H>(source)?,
+                sources,
+                targets,
+            )
+        });
+        StorageProvider {
+            slot_copy: Some(Arc::new(SlotCopy { handle, copy })),
+            ..self
+        }
+    }
+
+    /// Whether the provider copies slots between its carriers itself.
+    pub(crate) fn copies_slots(&self) -> bool {
+        self.slot_copy.is_some()
+    }
+
+    /// `read_all` when the provider has one (validated: one value per index, each accepted
+    /// by `dtype`), otherwise `read` per index.
+    pub(crate) fn call_read_all(
+        &self,
+        class: CarrierClass,
+        state: &dyn Any,
+        indices: &[usize],
+        dtype: DType,
+    ) -> Result<Vec<Value>> {
+        let Some(read_all) = &self.bulk_read else {
+            return indices
+                .iter()
+                .map(|&index| self.call_read(class, state, index, dtype))
+                .collect();
+        };
+        let values = self.guarded(class, "read_all", || read_all(state, indices))?;
+        if values.len() != indices.len() {
+            return Err(Error::ProviderContract(format!(
+                "the storage provider of {class} ({}) read {} values for {} slots",
+                self.callbacks.state_type_name,
+                values.len(),
+                indices.len()
+            )));
+        }
+        values
+            .into_iter()
+            .zip(indices)
+            .map(|(value, &index)| self.checked_value(class, value, index, dtype))
+            .collect()
+    }
+
+    /// The slot copy from the carrier whose state `source` gives to the one whose state
+    /// `destination` gives (each called once, one after the other, and their locks released
+    /// before the copy runs): `Ok(false)` when the provider has no slot copy or declines.
+    pub(crate) fn call_slot_copy<SourceState, DestinationState>(
+        &self,
+        class: CarrierClass,
+        source: impl FnOnce() -> Result<SourceState>,
+        destination: impl FnOnce() -> Result<DestinationState>,
+        sources: &[usize],
+        targets: &[usize],
+    ) -> Result<bool>
+    where
+        SourceState: std::ops::Deref<Target = ErasedState>,
+        DestinationState: std::ops::Deref<Target = ErasedState>,
+    {
+        let Some(slot_copy) = &self.slot_copy else {
+            return Ok(false);
+        };
+        let from = {
+            let state = source()?;
+            self.guarded(class, "slot copy handle", || {
+                (slot_copy.handle)(state.as_ref())
+            })?
+        };
+        let to = {
+            let state = destination()?;
+            self.guarded(class, "slot copy handle", || {
+                (slot_copy.handle)(state.as_ref())
+            })?
+        };
+        self.guarded(class, "slot copy", || {
+            (slot_copy.copy)(to.as_ref(), from.as_ref(), sources, targets)
+        })
     }
 
     /// Whether the provider sets up the contents of factory allocations itself.
@@ -464,6 +610,18 @@ impl StorageProvider {
         dtype: DType,
     ) -> Result<Value> {
         let value = self.guarded(class, "read", || (self.callbacks.read)(state, index))?;
+        self.checked_value(class, value, index, dtype)
+    }
+
+    /// A value the provider read at slot `index`, normalized to `dtype`: a Type error naming
+    /// the provider when the dtype does not accept it.
+    fn checked_value(
+        &self,
+        class: CarrierClass,
+        value: Value,
+        index: usize,
+        dtype: DType,
+    ) -> Result<Value> {
         dtype.normalize(value).map_err(|error| {
             Error::Type(format!(
                 "the storage provider of {class} ({}) read {} value {value} at slot {index}, \
@@ -508,6 +666,8 @@ impl fmt::Debug for StorageProvider {
             .field("elementwise_fallback", &self.elementwise_fallback)
             .field("allocation_contents", &self.allocation_contents.is_some())
             .field("fresh_for", &self.fresh_for.is_some())
+            .field("bulk_read", &self.bulk_read.is_some())
+            .field("slot_copy", &self.slot_copy.is_some())
             .finish()
     }
 }
