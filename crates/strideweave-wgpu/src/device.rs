@@ -9,6 +9,8 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use strideweave::{Error, Result};
 
+use crate::reduction_rule::ReductionRule;
+
 /// A point in the carrier's GPU work where a fault can be injected for testing the error
 /// paths (see [`GpuDevice::inject_fault`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,6 +90,10 @@ pub struct GpuDevice {
     pipelines: Mutex<PipelineCache>,
     faults: Mutex<FxHashMap<FaultPoint, Fault>>,
     submissions: AtomicU64,
+    slot_reads: AtomicU64,
+    slot_writes: AtomicU64,
+    reduction: Mutex<ReductionRule>,
+    tiles: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for GpuDevice {
@@ -130,6 +136,7 @@ impl GpuDevice {
         } else {
             wgpu::Features::empty()
         };
+        let cpu_device = info.device_type == wgpu::DeviceType::Cpu;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("strideweave-wgpu"),
             required_features: features,
@@ -170,6 +177,14 @@ impl GpuDevice {
             pipelines: Mutex::new(PipelineCache::default()),
             faults: Mutex::new(FxHashMap::default()),
             submissions: AtomicU64::new(0),
+            slot_reads: AtomicU64::new(0),
+            slot_writes: AtomicU64::new(0),
+            reduction: Mutex::new(if cpu_device {
+                ReductionRule::for_cpu_device()
+            } else {
+                ReductionRule::for_gpu()
+            }),
+            tiles: std::sync::atomic::AtomicBool::new(!cpu_device),
         })
     }
 
@@ -227,6 +242,57 @@ impl GpuDevice {
     /// How many queue submissions this device made.
     pub fn submission_count(&self) -> u64 {
         self.submissions.load(Ordering::Relaxed)
+    }
+
+    /// When reductions on this device run one invocation per result instead of as a tree:
+    /// [`ReductionRule::for_cpu_device`] on an adapter of type `Cpu` (llvmpipe),
+    /// [`ReductionRule::for_gpu`] otherwise, until
+    /// [`set_reduction_rule`](Self::set_reduction_rule) changes it.
+    pub fn reduction_rule(&self) -> ReductionRule {
+        *self.reduction.lock()
+    }
+
+    /// Makes later reductions on this device follow `rule` (both forms compute the same
+    /// values within docs/kernel-semantics.md's tolerance; their pipelines are cached under
+    /// different keys, so switching compiles nothing twice).
+    pub fn set_reduction_rule(&self, rule: ReductionRule) {
+        *self.reduction.lock() = rule;
+    }
+
+    /// Whether the workgroup-tiled `matmul` pattern runs on this device: compact Float32
+    /// products load 16 × 16 tiles of both operands into workgroup memory
+    /// (docs/gpu-carrier.md, "Products"). Off from the start on an adapter of type `Cpu`
+    /// (llvmpipe, where the tiles measured 1.0–1.3× slower than one invocation per result:
+    /// its workgroups run on one thread each and pay for every barrier), on elsewhere.
+    pub fn workgroup_tiles(&self) -> bool {
+        self.tiles.load(Ordering::Relaxed)
+    }
+
+    /// Turns the workgroup-tiled `matmul` pattern on or off for later preparations (off, the
+    /// tiled pattern declines and the one-invocation-per-result kernel runs; the benchmarks
+    /// measure one against the other this way).
+    pub fn set_workgroup_tiles(&self, on: bool) {
+        self.tiles.store(on, Ordering::Relaxed);
+    }
+
+    /// How many single slots the storage surface of this device's carriers read and wrote
+    /// (`read` and `write`, one device round trip or queue write each): what the bulk paths
+    /// (uploads, routes, slot copies between carriers) exist to avoid.
+    pub fn slot_counts(&self) -> (u64, u64) {
+        (
+            self.slot_reads.load(Ordering::Relaxed),
+            self.slot_writes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Counts one single-slot read (`true`) or write (`false`) of the storage surface.
+    pub(crate) fn count_slot(&self, read: bool) {
+        let counter = if read {
+            &self.slot_reads
+        } else {
+            &self.slot_writes
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Makes the next GPU call at `point` fail with `fault`, through the same conversion a

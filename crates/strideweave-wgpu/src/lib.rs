@@ -35,10 +35,12 @@ mod completion;
 mod device;
 mod host;
 mod kernels;
+mod reduction_rule;
 mod storage;
 
 pub use carrier::{Gpu, GpuInterface, GpuUpload, UploadHandle, INTERFACE_VERSION};
 pub use completion::GpuCompletion;
 pub use device::{AdapterSummary, Fault, FaultPoint, GpuDevice};
 pub use host::{GpuHost, HostWords};
+pub use reduction_rule::ReductionRule;
 pub use storage::{stores, GpuSlots};

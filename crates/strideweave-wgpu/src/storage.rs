@@ -88,6 +88,8 @@ impl GpuSlots {
 pub(crate) fn storage(device: Arc<GpuDevice>) -> StorageProvider {
     let allocating = Arc::clone(&device);
     let reading = Arc::clone(&device);
+    let gathering = Arc::clone(&device);
+    let copying = Arc::clone(&device);
     let writing = device;
     StorageProvider::new(
         |_: &GpuSlots, dtype| stores(dtype),
@@ -115,12 +117,14 @@ pub(crate) fn storage(device: Arc<GpuDevice>) -> StorageProvider {
             Ok(())
         },
         move |state: &GpuSlots, index| {
+            reading.count_slot(true);
             let word = download(&reading, state.buffer()?, index, 1)?[0];
             Ok(word_value(word, state.dtype))
         },
         move |state: &mut GpuSlots, index, value| {
             let word = value_word(value, state.dtype)?;
             let buffer = state.buffer()?;
+            writing.count_slot(false);
             writing.scoped(FaultPoint::Submit, "write one Gpu slot", |_| {
                 writing.wgpu_queue().write_buffer(
                     buffer,
@@ -134,6 +138,127 @@ pub(crate) fn storage(device: Arc<GpuDevice>) -> StorageProvider {
     // contents already hold, so the framework need not write a zero per slot (a queue write
     // each).
     .with_allocation_contents(|_: &mut GpuSlots, _| Ok(()))
+    .with_bulk_read(move |state: &GpuSlots, indices: &[usize]| {
+        let words = gather(&gathering, state.buffer()?, indices)?;
+        Ok(words
+            .into_iter()
+            .map(|word| word_value(word, state.dtype))
+            .collect())
+    })
+    .with_slot_copy(
+        |state: &GpuSlots| Ok((state.buffer()?.clone(), state.dtype)),
+        move |(to, to_dtype): &(wgpu::Buffer, Option<DType>),
+              (from, from_dtype): &(wgpu::Buffer, Option<DType>),
+              sources: &[usize],
+              targets: &[usize]| {
+            if to_dtype != from_dtype {
+                return Ok(false);
+            }
+            copy_slots(&copying, from, to, sources, targets)?;
+            Ok(true)
+        },
+    )
+}
+
+/// Two slot lists whose pieces are copied as runs: where consecutive entries of both step
+/// by one slot, one copy command moves the whole run.
+///
+/// The runs of copying `sources[i]` to `targets[i]`: `(source start, target start, length)`.
+fn runs(sources: &[usize], targets: &[usize]) -> Vec<(usize, usize, usize)> {
+    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+    for (&s, &t) in sources.iter().zip(targets) {
+        match runs.last_mut() {
+            Some((s0, t0, len)) if *s0 + *len == s && *t0 + *len == t => *len += 1,
+            _ => runs.push((s, t, 1)),
+        }
+    }
+    runs
+}
+
+/// Copies slot `sources[i]` of `from` to slot `targets[i]` of `to` for every `i` with one
+/// submission of buffer copies, one per run of consecutive slots; through a scratch buffer
+/// when the two are one buffer (wgpu copies between distinct buffers only, and a gather
+/// first keeps overlapping runs from reading slots already overwritten).
+///
+/// Seed rule (scatter): all or nothing — the copies are encoded into one command buffer,
+/// and a failure before or at its submission (an injected fault, a lost device) drops it,
+/// so nothing is written.
+fn copy_slots(
+    device: &Arc<GpuDevice>,
+    from: &wgpu::Buffer,
+    to: &wgpu::Buffer,
+    sources: &[usize],
+    targets: &[usize],
+) -> Result<()> {
+    if sources.is_empty() {
+        return Ok(());
+    }
+    let bytes = |slots: usize| slots as u64 * SLOT_BYTES;
+    let through = if from == to {
+        Some(device.create_buffer("Gpu slot copy scratch", bytes(sources.len()), STORAGE_USAGE)?)
+    } else {
+        None
+    };
+    let commands = device.scoped(FaultPoint::Submit, "encode a Gpu slot copy", |d| {
+        let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("Gpu slot copy"),
+        });
+        match &through {
+            None => {
+                for (s, t, len) in runs(sources, targets) {
+                    encoder.copy_buffer_to_buffer(from, bytes(s), to, bytes(t), bytes(len));
+                }
+            }
+            Some(scratch) => {
+                let ordinals: Vec<usize> = (0..sources.len()).collect();
+                for (s, at, len) in runs(sources, &ordinals) {
+                    encoder.copy_buffer_to_buffer(from, bytes(s), scratch, bytes(at), bytes(len));
+                }
+                for (at, t, len) in runs(&ordinals, targets) {
+                    encoder.copy_buffer_to_buffer(scratch, bytes(at), to, bytes(t), bytes(len));
+                }
+            }
+        }
+        encoder.finish()
+    })?;
+    // The scratch buffer is dropped here; wgpu frees it once the submission is done.
+    device.submit("copy Gpu slots", commands).map(|_| ())
+}
+
+/// Slots closer than this to the end of the previous piece of a gather join that piece: a
+/// short gap costs less to copy along than another copy command.
+const GATHER_GAP: usize = 1024;
+
+/// The words at `indices` of `buffer` (any order, repeats allowed), read in one download:
+/// the distinct slots are grouped into pieces (a gap of at most [`GATHER_GAP`] slots joins
+/// two), each piece is copied into one staging buffer, and the submission is waited on.
+fn gather(device: &Arc<GpuDevice>, buffer: &wgpu::Buffer, indices: &[usize]) -> Result<Vec<u32>> {
+    use strideweave::carriers::extension::ProviderCompletion;
+    let mut sorted = indices.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut pieces: Vec<(usize, usize)> = Vec::new();
+    for slot in sorted {
+        match pieces.last_mut() {
+            Some((start, len)) if slot <= *start + *len + GATHER_GAP => *len = slot + 1 - *start,
+            _ => pieces.push((slot, 1)),
+        }
+    }
+    let words = start_download_pieces(device, buffer, &pieces)?.wait()?;
+    let mut at = Vec::with_capacity(pieces.len());
+    let mut staged = 0;
+    for &(start, len) in &pieces {
+        at.push((start, staged));
+        staged += len;
+    }
+    indices
+        .iter()
+        .map(|&slot| {
+            let piece = at.partition_point(|&(start, _)| start <= slot) - 1;
+            let (start, staged) = at[piece];
+            Ok(words[staged + slot - start])
+        })
+        .collect()
 }
 
 /// The storage an `allocate` of `slots` slots gives a carrier of the Gpu or GpuHost class:
@@ -221,6 +346,17 @@ pub(crate) fn start_download(
     start: usize,
     slots: usize,
 ) -> Result<GpuCompletion<Vec<u32>>> {
+    start_download_pieces(device, buffer, &[(start, slots)])
+}
+
+/// Starts copying the `(start, slots)` pieces of `buffer`, one after the other, into one
+/// mapped staging buffer (one submission): the completion of their words, in piece order.
+fn start_download_pieces(
+    device: &Arc<GpuDevice>,
+    buffer: &wgpu::Buffer,
+    pieces: &[(usize, usize)],
+) -> Result<GpuCompletion<Vec<u32>>> {
+    let slots: usize = pieces.iter().map(|&(_, len)| len).sum();
     let bytes = slots as u64 * SLOT_BYTES;
     let staging = device.create_buffer(
         "Gpu download staging",
@@ -231,8 +367,16 @@ pub(crate) fn start_download(
         let mut encoder = d.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("Gpu download"),
         });
-        if bytes > 0 {
-            encoder.copy_buffer_to_buffer(buffer, start as u64 * SLOT_BYTES, &staging, 0, bytes);
+        let mut staged = 0;
+        for &(start, len) in pieces.iter().filter(|&&(_, len)| len > 0) {
+            encoder.copy_buffer_to_buffer(
+                buffer,
+                start as u64 * SLOT_BYTES,
+                &staging,
+                staged,
+                len as u64 * SLOT_BYTES,
+            );
+            staged += len as u64 * SLOT_BYTES;
         }
         encoder.finish()
     })?;

@@ -5,57 +5,11 @@
 
 mod common;
 
-use common::{assert_within_an_ulp, download, f64_gpu, int_pair, numbers, shared_gpu, ulps, Rng};
-use strideweave::carriers::Cpu;
-use strideweave::{ops, DType, ErrorKind, Layout, Result, Shape, Tensor};
-use strideweave_wgpu::Gpu;
-
-/// An Int32 CPU tensor of `shape` holding `values` in a random layout (column-major,
-/// row-major or gapped) at a random offset, and its upload.
-fn random_int_pair(
-    gpu: &Gpu,
-    rng: &mut Rng,
-    shape: (usize, usize),
-    values: &[i32],
-) -> Result<(Tensor, Tensor)> {
-    let kind = rng.below(3);
-    int_pair(gpu, rng, kind, shape, |ordinal| values[ordinal])
-}
-
-/// The Gpu answer equals the CPU answer: the same values, or an Overflow error on both
-/// (the Gpu's naming the operation as the CPU's does), with the operands unchanged.
-fn same_outcome(what: &str, cpu: Result<Tensor>, gpu: Result<Tensor>) -> Result<bool> {
-    match (cpu, gpu) {
-        (Ok(c), Ok(g)) => {
-            assert_eq!(g.dtype(), DType::INT32, "{what}");
-            assert_eq!(numbers(&download(&g)?)?, numbers(&c)?, "{what}");
-            Ok(false)
-        }
-        (Err(c), Err(g)) => {
-            assert_eq!(c.kind(), ErrorKind::Overflow, "{what}: cpu {c}");
-            assert_eq!(g.kind(), ErrorKind::Overflow, "{what}: gpu {g}");
-            // "overflow error: '<op>' overflows Int32:" on both; the detail differs.
-            let head = |e: &strideweave::Error| {
-                let text = e.to_string();
-                let end = text.find("Int32:").expect("the CPU's wording") + 6;
-                text[..end].to_string()
-            };
-            assert_eq!(head(&g), head(&c), "{what}: {g} vs {c}");
-            Ok(true)
-        }
-        (c, g) => panic!("{what}: cpu {c:?} but gpu {g:?}"),
-    }
-}
-
-/// A random Int32 in the full range, or near one of its ends, or small.
-fn int(rng: &mut Rng) -> i32 {
-    match rng.below(4) {
-        0 => rng.next() as i32,
-        1 => i32::MAX - rng.below(4) as i32,
-        2 => i32::MIN + rng.below(4) as i32,
-        _ => rng.below(2001) as i32 - 1000,
-    }
-}
+use common::{
+    assert_within_an_ulp, compact_pair, download, f64_gpu, float_pair, numbers, random_int,
+    random_int_pair, same_outcome, shared_gpu, ulps, Rng,
+};
+use strideweave::{ops, DType, ErrorKind, Result, Shape, Tensor};
 
 /// Int32 `reduce_sum` against the CPU on random layouts and values: small values at the
 /// workgroup edges, and values near the range ends whose partial sums leave Int32 while some
@@ -91,7 +45,9 @@ fn int32_sums_are_exact_and_only_the_total_is_checked() -> Result<()> {
     let mut overflows = 0;
     for round in 0..40 {
         let shape = (1 + rng.below(5), 1 + rng.below(4));
-        let values: Vec<i32> = (0..shape.0 * shape.1).map(|_| int(&mut rng)).collect();
+        let values: Vec<i32> = (0..shape.0 * shape.1)
+            .map(|_| random_int(&mut rng))
+            .collect();
         let (cpu, uploaded) = random_int_pair(&gpu, &mut rng, shape, &values)?;
         let what = format!("round {round}: {shape:?} {values:?}");
         if same_outcome(&what, ops::reduce_sum(&cpu), ops::reduce_sum(&uploaded))? {
@@ -184,7 +140,7 @@ fn int32_products_are_exact_and_only_the_total_is_checked() -> Result<()> {
         let a: Vec<i32> = (0..n * k)
             .map(|_| {
                 if rng.below(4) == 0 {
-                    int(&mut rng)
+                    random_int(&mut rng)
                 } else {
                     small(&mut rng)
                 }
@@ -218,8 +174,7 @@ fn float32_sums_accumulating_in_float64_match_the_cpu() -> Result<()> {
     let mut rng = Rng(0x5eed_1003);
     let (rows, long) = (3, 1 << 21);
     let values: Vec<f32> = (0..rows * long).map(|_| rng.float(0.05, 0.15)).collect();
-    let cpu = Tensor::compact(Cpu::from_f32(&values, true)?, Shape::new((rows, long))?)?;
-    let uploaded = gpu.upload(&cpu)?;
+    let (cpu, uploaded) = compact_pair(&gpu, &values, (rows, long))?;
     let expected = numbers(&ops::reduce_sum_with(&cpu, DType::FLOAT64)?)?;
     let wide = numbers(&download(&ops::reduce_sum_with(
         &uploaded,
@@ -237,9 +192,8 @@ fn float32_sums_accumulating_in_float64_match_the_cpu() -> Result<()> {
     let (n, m, k) = (2, 3, 1 << 20);
     let a: Vec<f32> = (0..n * k).map(|_| rng.float(0.0, 1.0)).collect();
     let b: Vec<f32> = (0..m * k).map(|_| rng.float(0.0, 1.0)).collect();
-    let ca = Tensor::compact(Cpu::from_f32(&a, true)?, Shape::new((n, k))?)?;
-    let cb = Tensor::compact(Cpu::from_f32(&b, true)?, Shape::new((m, k))?)?;
-    let (ga, gb) = (gpu.upload(&ca)?, gpu.upload(&cb)?);
+    let (ca, ga) = compact_pair(&gpu, &a, (n, k))?;
+    let (cb, gb) = compact_pair(&gpu, &b, (m, k))?;
     let expected = numbers(&ops::matmul_with(&ca, &cb, DType::FLOAT64)?)?;
     let wide = numbers(&download(&ops::matmul_with(&ga, &gb, DType::FLOAT64)?)?)?;
     let narrow = numbers(&download(&ops::matmul(&ga, &gb)?)?)?;
@@ -258,12 +212,7 @@ fn float32_sums_accumulating_in_float64_match_the_cpu() -> Result<()> {
     }
 
     for shape in [(1, 1), (255, 3), (257, 1), (19, 27)] {
-        let values: Vec<f32> = (0..shape.0 * shape.1)
-            .map(|_| rng.float(-4.0, 4.0))
-            .collect();
-        let layout = Layout::from_flat(&[shape.0, shape.1], &[shape.1, 1])?;
-        let cpu = Tensor::new(Cpu::from_f32(&values, true)?, 0, layout)?;
-        let uploaded = gpu.upload(&cpu)?;
+        let (cpu, uploaded) = float_pair(&gpu, &mut rng, 1, shape, (-4.0, 4.0))?;
         let expected = numbers(&ops::reduce_sum_with(&cpu, DType::FLOAT64)?)?;
         let got = numbers(&download(&ops::reduce_sum_with(
             &uploaded,

@@ -30,6 +30,10 @@ use strideweave::{DType, Error, Layout, Result, Value};
 use crate::storage::SLOT_BYTES;
 use launch::{launch, Checked, Launch, Sink, Source};
 use wgsl::{Access, Accumulator, Input, Scalar, TreeInput, TreeOutput};
+pub(crate) use wgsl::{LOOP_BOUND, TREE_FROM};
+
+use crate::carrier::GpuInterface;
+use crate::reduction_rule::ReductionRule;
 
 /// What a built-in computes on the Gpu.
 #[derive(Debug, Clone, Copy)]
@@ -204,8 +208,93 @@ pub(crate) fn patterns(float64: bool) -> Result<Vec<KernelPattern>> {
     )?);
     add_pair(&mut patterns, "reduce_max", plans, Kind::Reduce(true), None)?;
     let plans = accumulating("matmul", 2)?;
+    let float_plans: Vec<OperationCapability> = plans
+        .iter()
+        .filter(|plan| plan.plan().output() == DType::FLOAT32)
+        .cloned()
+        .collect();
+    patterns.push(tiled_matmul(float_plans)?);
     add_pair(&mut patterns, "matmul", plans, Kind::Matmul, None)?;
     Ok(patterns)
+}
+
+/// The workgroup-tiled `matmul` pattern (`wgpu.matmul.tiled`, preference 20, before the
+/// compact and strided ones) on the Float32 `plans`: compact column-major operands and
+/// result, a contracted mode of at most [`wgsl::TILED_LONGEST`] elements, and a device whose
+/// [`GpuDevice::workgroup_tiles`](crate::GpuDevice::workgroup_tiles) is on; it declines
+/// anything else with `Unsupported`, and the general patterns run it.
+fn tiled_matmul(plans: Vec<OperationCapability>) -> Result<KernelPattern> {
+    KernelPattern::new(
+        &operation_definition("matmul")?,
+        plans,
+        "wgpu.matmul.tiled",
+        move |invocation, interface| {
+            let enabled = interface
+                .downcast_ref::<GpuInterface>()
+                .is_some_and(|gpu| gpu.device().workgroup_tiles());
+            if !enabled {
+                return Ok(Preparation::Unsupported(Unsupported::new(
+                    "workgroup tiles are off on this device",
+                )?));
+            }
+            match specialize_tiled(invocation)? {
+                Err(reason) => Ok(Preparation::Unsupported(Unsupported::new(reason)?)),
+                Ok(work) => launch(work, interface.clone()),
+            }
+        },
+        20,
+    )
+}
+
+/// The launch of a workgroup-tiled `matmul` ([`wgsl::matmul_tiled`]), or why it declines.
+fn specialize_tiled(
+    invocation: &ResolvedInvocation,
+) -> Result<std::result::Result<Launch, String>> {
+    let name = "matmul";
+    let spec = &invocation.results()[0];
+    let lhs = invocation.call().tensor(0)?;
+    let rhs = invocation.call().tensor(1)?;
+    if lhs.dtype() != DType::FLOAT32 || rhs.dtype() != DType::FLOAT32 {
+        return Ok(Err(format!(
+            "workgroup tiles multiply Float32 operands, not {} and {}",
+            lhs.dtype(),
+            rhs.dtype()
+        )));
+    }
+    let (lhs_rows, lhs_inner) = two_modes(name, lhs.layout())?;
+    let (rhs_rows, rhs_inner) = two_modes(name, rhs.layout())?;
+    let (n, m, k) = (lhs_rows.size(), rhs_rows.size(), lhs_inner.size());
+    let compact = is_scaled(&lhs_rows, 1)
+        && is_scaled(&lhs_inner, n)
+        && is_scaled(&rhs_rows, 1)
+        && is_scaled(&rhs_inner, m)
+        && is_scaled(spec.layout(), 1);
+    if !compact {
+        return Ok(Err(format!(
+            "workgroup tiles need column-major operands and result, got {} and {}",
+            lhs.layout(),
+            rhs.layout()
+        )));
+    }
+    if k > wgsl::TILED_LONGEST {
+        return Ok(Err(format!(
+            "workgroup tiles contract at most {} elements, not {k}",
+            wgsl::TILED_LONGEST
+        )));
+    }
+    let accumulator = accumulator_of(Scalar::F32, invocation);
+    let (row_tiles, column_tiles) = (n.div_ceil(wgsl::TILE), m.div_ceil(wgsl::TILE));
+    let mut work = Launch::new(name, spec.clone());
+    work.bind(lhs)?;
+    work.bind(rhs)?;
+    work.add_pass(
+        (Source::Operands, Sink::Result),
+        [n, m, k, column_tiles],
+        row_tiles * column_tiles * wgsl::WORKGROUP as usize,
+        format!("matmul_tiled|f32|{}", accumulator.key()),
+        move |windows| wgsl::matmul_tiled(accumulator, windows),
+    )?;
+    Ok(Ok(work))
 }
 
 /// The capabilities of `name` on `dtype` tensors (and, with `scalars`, each weak-scalar
@@ -369,7 +458,10 @@ fn add_pair(
             &format!("wgpu.{name}.{id}"),
             move |invocation, interface| {
                 let interface = interface.clone();
-                match specialize(name, kind, int, compact, invocation)? {
+                let rule = interface
+                    .downcast_ref::<GpuInterface>()
+                    .map_or_else(ReductionRule::for_gpu, |gpu| gpu.device().reduction_rule());
+                match specialize(name, kind, int, (compact, rule), invocation)? {
                     Err(reason) => Ok(Preparation::Unsupported(Unsupported::new(reason)?)),
                     Ok(work) => launch(work, interface),
                 }
@@ -421,7 +513,7 @@ fn specialize(
     name: &'static str,
     kind: Kind,
     int: Option<IntKernel>,
-    compact: bool,
+    (compact, rule): (bool, ReductionRule),
     invocation: &ResolvedInvocation,
 ) -> Result<std::result::Result<Launch, String>> {
     let spec = &invocation.results()[0];
@@ -539,7 +631,7 @@ fn specialize(
             }
             let fold = (scalar, maximum, accumulator);
             let head = format!("{maximum}|{}|{}", scalar.wgsl(), accumulator.key());
-            if wgsl::reduces_in_tree(n, m) {
+            if rule.reduces_in_tree(n, m) {
                 tree(
                     &mut work,
                     (n, m),

@@ -747,10 +747,87 @@ pub(crate) fn matmul(
     s
 }
 
+/// The side of a workgroup tile of [`matmul_tiled`]: a workgroup of `TILE × TILE` = 256
+/// invocations computes a `TILE × TILE` block of the result.
+pub(crate) const TILE: usize = 16;
+
+/// The longest contracted mode [`matmul_tiled`] takes: its invocations loop `K / 16` times
+/// over tiles and `K` times within them, far below [`LOOP_BOUND`]; longer modes go to
+/// [`matmul`].
+pub(crate) const TILED_LONGEST: usize = 32768;
+
+/// `(N,K)·(M,K) → (N,M)` on compact column-major Float32 operands and result, with
+/// workgroup-memory tiles: workgroup `w` computes the result block of row tile `w mod T`
+/// (`T = ⌈N / 16⌉`) and column tile `w / T` (`params.scalar` holds the column tiles); for
+/// each step of 16 along the contracted mode its 256 invocations load a 16 × 16 tile of each
+/// operand into workgroup memory (one element each, neighbouring invocations reading
+/// neighbouring slots), wait at a barrier, and each adds its 16 products from the tiles. The
+/// products are added in ascending `k` from −0.0, as [`matmul`] adds them, and only the
+/// `min(16, K − k0)` real terms of the last step are added (no padding term can turn a −0.0
+/// sum into +0.0). `params.n`, `params.m`, `params.k` = N, M, K; the accumulator is binary32
+/// or binary64 (rounded once).
+pub(crate) fn matmul_tiled(accumulator: Accumulator, windows: &Windows) -> String {
+    let mut s = header(windows, Scalar::F32);
+    let (declare, step, store) = match accumulator {
+        Accumulator::F64 => (
+            "var acc: f64 = f64(neg_zero());",
+            "acc = acc + f64(tile_a[q * 16u + r]) * f64(tile_b[q * 16u + c]);",
+            "f32(acc)",
+        ),
+        Accumulator::Native | Accumulator::Wide => (
+            "var acc: f32 = neg_zero();",
+            "acc = acc + tile_a[q * 16u + r] * tile_b[q * 16u + c];",
+            "acc",
+        ),
+    };
+    let _ = write!(
+        s,
+        "var<workgroup> tile_a: array<f32, 256>;
+var<workgroup> tile_b: array<f32, 256>;
+
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {{
+    let w = wid.y * groups.x + wid.x;
+    let row_tiles = (params.n + 15u) / 16u;
+    if (w >= row_tiles * params.scalar) {{ return; }}
+    let r = lid.x;
+    let c = lid.y;
+    let row0 = (w % row_tiles) * 16u;
+    let column0 = (w / row_tiles) * 16u;
+    {declare}
+    for (var k0 = 0u; k0 < params.k; k0 = k0 + 16u) {{
+        let k = k0 + lid.y;
+        var a = 0.0;
+        if (row0 + lid.x < params.n && k < params.k) {{
+            a = load0(params.off0 + row0 + lid.x + params.n * k);
+        }}
+        var b = 0.0;
+        if (column0 + lid.x < params.m && k < params.k) {{
+            b = load1(params.off1 + column0 + lid.x + params.m * k);
+        }}
+        tile_a[lid.y * 16u + lid.x] = a;
+        tile_b[lid.y * 16u + lid.x] = b;
+        workgroupBarrier();
+        let count = min(16u, params.k - k0);
+        for (var q = 0u; q < count; q = q + 1u) {{
+            {step}
+        }}
+        workgroupBarrier();
+    }}
+    if (row0 + r < params.n && column0 + c < params.m) {{
+        store(row0 + r + params.n * (column0 + c), {store});
+    }}
+}}
+"
+    );
+    s
+}
+
 /// The most loop iterations a shader invocation runs on some drivers: Mesa's llvmpipe ends
 /// every loop once the iterations of all loops of an invocation reach 65535 (its guard
 /// against shaders that never finish), silently.
-const LOOP_BOUND: usize = 65535;
+pub(crate) const LOOP_BOUND: usize = 65535;
 
 /// The elements one iteration of a reduction loop visits, written out one after another.
 const UNROLL: usize = 64;
@@ -803,23 +880,6 @@ pub(crate) const TREE_PER_INVOCATION: usize = 16;
 
 /// The shortest mode reduced as a tree; shorter ones run one invocation per result.
 pub(crate) const TREE_FROM: usize = 64;
-
-/// Enough results to fill a device with one invocation each: a reduction with this many
-/// results or more runs one invocation per result while its mode is shorter than
-/// [`SERIAL_LONGEST`].
-pub(crate) const SERIAL_ROWS: usize = 65536;
-
-/// The longest mode a reduction reduces with one invocation per result (far below
-/// [`LOOP_BOUND`], so the loop is plain).
-pub(crate) const SERIAL_LONGEST: usize = 4096;
-
-/// Whether a reduction of `n` results over a mode of `m` elements runs as a tree
-/// ([`reduce_tree`]) rather than one invocation per result ([`reduce`]): a tree unless the
-/// mode is shorter than [`TREE_FROM`], or the results alone fill the device
-/// ([`SERIAL_ROWS`]) and the mode is shorter than [`SERIAL_LONGEST`].
-pub(crate) fn reduces_in_tree(n: usize, m: usize) -> bool {
-    m >= TREE_FROM && (n < SERIAL_ROWS || m >= SERIAL_LONGEST)
-}
 
 /// The passes of a tree reduction over a mode of `m` elements, each `[mode, per_invocation,
 /// groups]`: the pass reduces a mode of `mode` elements (the first `m`, each later one the
@@ -937,15 +997,6 @@ mod tests {
             }
             assert_eq!(passes.last().unwrap()[2], 1);
         }
-    }
-
-    #[test]
-    fn long_modes_and_few_results_reduce_as_trees() {
-        assert!(!reduces_in_tree(1, 63));
-        assert!(reduces_in_tree(1, 64));
-        assert!(reduces_in_tree(65535, 64));
-        assert!(!reduces_in_tree(65536, 4095));
-        assert!(reduces_in_tree(65536, 4096));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use strideweave::carriers::Cpu;
 use strideweave::movement::move_to;
 use strideweave::operation::Operand;
-use strideweave::{DType, Error, ErrorKind, Layout, Result, Tensor, Value};
+use strideweave::{DType, Error, ErrorKind, Layout, Result, Shape, Tensor, Value};
 use strideweave_wgpu::{Gpu, GpuDevice};
 
 /// The process-wide Gpu class, or `None` after printing `SKIPPED: <reason>` when this
@@ -160,5 +160,79 @@ pub fn assert_within_an_ulp(what: &str, gpu: &[f64], cpu: &[f64]) {
             ulps(*g, *c) <= 1.0 || (g - c).abs() <= 1e-6,
             "{what}: {i}: gpu {g} vs cpu {c}"
         );
+    }
+}
+
+/// A Float32 CPU tensor of `shape` in layout `kind` ([`layout_of_kind`]) at a random offset
+/// below 4 holding random values in `[lo, hi)` (every other slot random too), and its Gpu
+/// upload (which keeps the layout and the offset's slots).
+pub fn float_pair(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    kind: usize,
+    shape: (usize, usize),
+    (lo, hi): (f32, f32),
+) -> Result<(Tensor, Tensor)> {
+    let layout = layout_of_kind(kind, shape)?;
+    let offset = rng.below(4);
+    let values: Vec<f32> = (0..offset + layout.cosize())
+        .map(|_| rng.float(lo, hi))
+        .collect();
+    let cpu = Tensor::new(Cpu::from_f32(&values, true)?, offset, layout)?;
+    let uploaded = gpu.upload(&cpu)?;
+    Ok((cpu, uploaded))
+}
+
+/// A compact Float32 CPU tensor of `shape` holding `values`, and its Gpu upload.
+pub fn compact_pair(gpu: &Gpu, values: &[f32], shape: (usize, usize)) -> Result<(Tensor, Tensor)> {
+    let cpu = Tensor::compact(Cpu::from_f32(values, true)?, Shape::new(shape)?)?;
+    let uploaded = gpu.upload(&cpu)?;
+    Ok((cpu, uploaded))
+}
+
+/// An Int32 CPU tensor of `shape` holding `values` in a random layout (column-major,
+/// row-major or gapped) at a random offset, and its upload.
+pub fn random_int_pair(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    shape: (usize, usize),
+    values: &[i32],
+) -> Result<(Tensor, Tensor)> {
+    let kind = rng.below(3);
+    int_pair(gpu, rng, kind, shape, |ordinal| values[ordinal])
+}
+
+/// A random Int32 in the full range, or near one of its ends, or small.
+pub fn random_int(rng: &mut Rng) -> i32 {
+    match rng.below(4) {
+        0 => rng.next() as i32,
+        1 => i32::MAX - rng.below(4) as i32,
+        2 => i32::MIN + rng.below(4) as i32,
+        _ => rng.below(2001) as i32 - 1000,
+    }
+}
+
+/// Asserts that the Gpu answer equals the CPU answer: the same Int32 values, or an Overflow
+/// error on both (the Gpu's naming the operation as the CPU's does; the detail after
+/// "Int32:" differs). Whether both overflowed.
+pub fn same_outcome(what: &str, cpu: Result<Tensor>, gpu: Result<Tensor>) -> Result<bool> {
+    match (cpu, gpu) {
+        (Ok(c), Ok(g)) => {
+            assert_eq!(g.dtype(), DType::INT32, "{what}");
+            assert_eq!(numbers(&download(&g)?)?, numbers(&c)?, "{what}");
+            Ok(false)
+        }
+        (Err(c), Err(g)) => {
+            assert_eq!(c.kind(), ErrorKind::Overflow, "{what}: cpu {c}");
+            assert_eq!(g.kind(), ErrorKind::Overflow, "{what}: gpu {g}");
+            let head = |e: &Error| {
+                let text = e.to_string();
+                let end = text.find("Int32:").expect("the CPU's wording") + 6;
+                text[..end].to_string()
+            };
+            assert_eq!(head(&g), head(&c), "{what}: {g} vs {c}");
+            Ok(true)
+        }
+        (c, g) => panic!("{what}: cpu {c:?} but gpu {g:?}"),
     }
 }
