@@ -14,6 +14,8 @@
 //!   host memory) with the routes GpuHost → Gpu, so that tier carriers can stream tiles onto
 //!   the device (the secondary tier of an `Evictable` or `TiledEvictable` over a Gpu
 //!   primary), and GpuHost → CPU.
+//! - [`ReductionRule`]: when a device's reductions loop once per result instead of running
+//!   as a tree (chosen by the device's kind, changeable per device).
 //! - [`GpuCompletion`]: the pending outcome of a queue submission (non-blocking `done` that
 //!   polls, blocking `wait` on the submission index).
 //!

@@ -362,12 +362,14 @@ fn the_gpu_advertises_exactly_its_pattern_plans_and_refuses_others() -> Result<(
     ] {
         assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
     }
-    // A product of mixed dtypes would need a conversion the product shaders do not make.
+    // A product of mixed dtypes is a Float32 plan the product shaders convert for
+    // (tests/select.rs has the CPU comparisons); an unadvertised plan is refused in
+    // tests/conformance.rs (`gpu_unadvertised_plans_are_refused`).
     let ints = gpu.from_i32(&[1, 2], Shape::new((1, 2))?)?;
-    let floats = gpu.from_f32(&[1.0, 2.0], Shape::new((1, 2))?)?;
-    let error = call("matmul", [ints.into(), floats.into()], &[]).unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::NotImplemented, "{error}");
-    assert!(error.to_string().contains("matmul"), "{error}");
+    let floats = gpu.from_f32(&[1.0, 2.5], Shape::new((1, 2))?)?;
+    let product = call("matmul", [ints.into(), floats.into()], &[])?.remove(0);
+    assert_eq!(product.dtype(), DType::FLOAT32);
+    assert_eq!(numbers(&product)?, [6.0]);
     Ok(())
 }
 

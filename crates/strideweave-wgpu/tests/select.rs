@@ -2,16 +2,15 @@
 //! element, all three broadcast, the chosen value copied after conversion): Float32, Int32 and
 //! Bool branches, tensors and weak scalars in either place and both, on random layouts with
 //! NaN and signed zeros; Int32 operands of Float32 computations converted exactly as the CPU
-//! converts them; and products of mixed dtypes, which the shaders do not convert, refused at
-//! the capability gate before anything is allocated or submitted.
+//! converts them, in elementwise operations and in products of an Int32 and a Float32
+//! matrix.
 
 mod common;
 
-use common::{download, numbers, own_gpu, shared_gpu, upload_operands, Rng};
-use strideweave::carrier::constructed_on_this_thread;
+use common::{download, numbers, shared_gpu, upload_operands, Rng};
 use strideweave::carriers::Cpu;
-use strideweave::operation::{call, Operand};
-use strideweave::{ops, DType, ErrorKind, Layout, Result, Shape, Tensor, Value};
+use strideweave::operation::{call, Operand, OptionValue};
+use strideweave::{DType, Layout, Result, Shape, Tensor, Value};
 use strideweave_wgpu::Gpu;
 
 /// A random (r, c) layout (column-major, row-major, padded or, with `broadcast`, a stride-0
@@ -195,41 +194,80 @@ fn same_values(gpu: &Gpu, name: &str, operands: &[Operand], relative: f64) -> Re
     Ok(())
 }
 
-/// Products whose operands the shaders would have to convert (an Int32 matrix against a
-/// Float32 one, in binary32 or accumulating in binary64) are not declared, so the call fails
-/// with `UnsupportedOperationPlan` (NotImplemented) naming the operation, before a carrier is
-/// constructed, a pipeline compiled or work submitted.
+/// Products of an Int32 and a Float32 matrix, in either order, convert the Int32 operand
+/// exactly like the CPU: with a K = 1 product against ones every result is one converted
+/// element, bit for bit (ties at 2^24 and 2^25, ±2^31); random layouts (column-major,
+/// row-major, padded, broadcast) of awkward and small values agree within the sum tolerance,
+/// accumulating in binary32 and, where the device computes it, in binary64.
 #[test]
-fn mixed_dtype_products_are_refused_before_anything_is_allocated() -> Result<()> {
-    let Some(gpu) = own_gpu("mixed_dtype_products_are_refused_before_anything_is_allocated") else {
+fn mixed_dtype_products_convert_the_int32_operand_like_the_cpu() -> Result<()> {
+    let Some(gpu) = shared_gpu("mixed_dtype_products_convert_the_int32_operand_like_the_cpu")
+    else {
         return Ok(());
     };
-    let shape = Shape::new((2, 2))?;
-    let ints = Tensor::compact(Cpu::from_i32(&[1, 2, 3, 4], true)?, shape.clone())?;
-    let floats = Tensor::compact(Cpu::from_f32(&[0.5, 1.5, 2.5, 3.5], true)?, shape)?;
-    let cases: Vec<(Vec<Tensor>, Option<DType>)> = vec![
-        (vec![ints.clone(), floats.clone()], None),
-        (vec![floats.clone(), ints.clone()], None),
-        (vec![ints, floats], Some(DType::FLOAT64)),
-    ];
-    for (operands, accumulator) in cases {
-        let product = |x: &Tensor, y: &Tensor| match accumulator {
-            Some(dtype) => ops::matmul_with(x, y, dtype),
-            None => ops::matmul(x, y),
-        };
-        // The CPU computes every one of them.
-        product(&operands[0], &operands[1])?;
-        let (x, y) = (gpu.upload(&operands[0])?, gpu.upload(&operands[1])?);
-        let constructed = constructed_on_this_thread();
-        let (compiled, reused) = gpu.device().pipeline_counts();
-        let submissions = gpu.device().submission_count();
-        let error = product(&x, &y).unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::NotImplemented, "{error}");
-        assert!(error.to_string().contains("matmul"), "{error}");
-        assert_eq!(constructed_on_this_thread(), constructed);
-        assert_eq!(gpu.device().pipeline_counts(), (compiled, reused));
-        assert_eq!(gpu.device().submission_count(), submissions);
-        assert_eq!((x.version(), y.version()), (0, 0));
+    let column: Vec<Value> = AWKWARD_INTS
+        .iter()
+        .map(|&x| Value::Int(i64::from(x)))
+        .collect();
+    let ints = Tensor::compact(
+        Cpu::from_values(&column, DType::INT32, true)?,
+        Shape::new((AWKWARD_INTS.len(), 1))?,
+    )?;
+    let ones = Tensor::compact(Cpu::from_f32(&[1.0, 1.0], true)?, Shape::new((2, 1))?)?;
+    same_values(
+        &gpu,
+        "matmul",
+        &[ints.clone().into(), ones.clone().into()],
+        0.0,
+    )?;
+    same_values(&gpu, "matmul", &[ones.into(), ints.into()], 0.0)?;
+
+    let mut rng = Rng(0x5eed_3004);
+    let int = |rng: &mut Rng| {
+        if rng.below(2) == 0 {
+            Value::Int(i64::from(AWKWARD_INTS[rng.below(AWKWARD_INTS.len())]))
+        } else {
+            Value::Int(rng.below(201) as i64 - 100)
+        }
+    };
+    let float = |rng: &mut Rng| Value::Float(f64::from(rng.float(-2.0, 2.0)));
+    let accumulators: &[Option<DType>] = if gpu.device().computes_f64() {
+        &[None, Some(DType::FLOAT64)]
+    } else {
+        &[None]
+    };
+    for (n, k, m) in [(1, 1, 1), (3, 5, 4), (17, 33, 15), (1, 300, 2)] {
+        let i = random_tensor(&mut rng, (n, k), DType::INT32, &int)?;
+        let f = random_tensor(&mut rng, (m, k), DType::FLOAT32, &float)?;
+        for &accumulator in accumulators {
+            for operands in [[i.clone(), f.clone()], [f.clone(), i.clone()]] {
+                let options: Vec<(&str, OptionValue)> = accumulator
+                    .map(|d| vec![("accumulator_dtype", OptionValue::DType(d))])
+                    .unwrap_or_default();
+                let cpu: Vec<Operand> = operands.iter().cloned().map(Operand::from).collect();
+                let expected = call("matmul", cpu.clone(), &options)?.remove(0);
+                let on_gpu = call("matmul", upload_operands(&gpu, &cpu)?, &options)?.remove(0);
+                assert_eq!(on_gpu.carrier().class(), gpu.class());
+                assert_eq!(on_gpu.dtype(), DType::FLOAT32);
+                let (a, b) = (numbers(&operands[0])?, numbers(&operands[1])?);
+                let (rows, columns) = (a.len() / k, b.len() / k);
+                let terms: Vec<f64> = (0..rows * columns)
+                    .map(|o| {
+                        let (r, c) = (o % rows, o / rows);
+                        (0..k)
+                            .map(|p| (a[r + rows * p] * b[c + columns * p]).abs())
+                            .sum()
+                    })
+                    .collect();
+                let got = numbers(&download(&on_gpu)?)?;
+                for (o, (g, c)) in got.iter().zip(numbers(&expected)?).enumerate() {
+                    assert!(
+                        (g - c).abs() <= 1e-5 * terms[o] + 1e-6,
+                        "({n}, {k}, {m}) {accumulator:?} at {o}: gpu {g} vs cpu {c}"
+                    );
+                }
+            }
+        }
     }
     Ok(())
 }

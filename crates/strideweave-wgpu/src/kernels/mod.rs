@@ -207,13 +207,14 @@ pub(crate) fn patterns(float64: bool) -> Result<Vec<KernelPattern>> {
         None,
     )?);
     add_pair(&mut patterns, "reduce_max", plans, Kind::Reduce(true), None)?;
-    let plans = accumulating("matmul", 2)?;
+    let mut plans = accumulating("matmul", 2)?;
     let float_plans: Vec<OperationCapability> = plans
         .iter()
         .filter(|plan| plan.plan().output() == DType::FLOAT32)
         .cloned()
         .collect();
     patterns.push(tiled_matmul(float_plans)?);
+    plans.extend(mixed_products(float64)?);
     add_pair(&mut patterns, "matmul", plans, Kind::Matmul, None)?;
     Ok(patterns)
 }
@@ -357,6 +358,30 @@ fn converting_plans(name: &str, arity: usize) -> Result<Vec<OperationCapability>
         .filter(|plan| executable(plan, DType::FLOAT32, false, 0) && converts(plan))
         .map(OperationCapability::from_plan)
         .collect())
+}
+
+/// The `matmul` plans of an Int32 and a Float32 matrix, in either order: Float32 products
+/// whose Int32 operand is converted on load exactly as the CPU converts it, accumulating in
+/// binary32, or in binary64 on a device that computes it (`float64`).
+fn mixed_products(float64: bool) -> Result<Vec<OperationCapability>> {
+    let (int, float) = (
+        PlanOperand::Tensor(DType::INT32),
+        PlanOperand::Tensor(DType::FLOAT32),
+    );
+    let mut accumulators = vec![None];
+    if float64 {
+        accumulators.push(Some(DType::FLOAT64));
+    }
+    let mut plans = Vec::new();
+    for accumulator in accumulators {
+        for form in [[int, float], [float, int]] {
+            let plan = resolve_operation_plan("matmul", &form, accumulator)?;
+            if plan.output() == DType::FLOAT32 && converts(&plan) {
+                plans.push(OperationCapability::from_plan(plan));
+            }
+        }
+    }
+    Ok(plans)
 }
 
 /// Whether `plan` converts some tensor operand to another dtype.
@@ -695,6 +720,12 @@ fn specialize(
             };
             work.bind(lhs)?;
             work.bind(rhs)?;
+            let plans = invocation.plan().operands();
+            let converted = [0, 1].map(|operand| {
+                plans
+                    .get(operand)
+                    .is_some_and(|plan| plan.dtype().is_some_and(|d| d != plan.convert_to()))
+            });
             if let Some(reason) = beyond_loop_bound(name, k) {
                 return Ok(Err(reason));
             }
@@ -705,8 +736,13 @@ fn specialize(
                 work.set_checked(Checked::Product { rows: n });
             }
             let long = wgsl::is_long(k);
+            let conversion = match converted {
+                [true, _] => "|lhs:i32",
+                [false, true] => "|rhs:i32",
+                _ => "",
+            };
             let key = format!(
-                "matmul|{}|{}{}|{}|r{}",
+                "matmul|{}|{}{}{conversion}|{}|r{}",
                 scalar.wgsl(),
                 accumulator.key(),
                 if long { "|long" } else { "" },
@@ -719,7 +755,7 @@ fn specialize(
             );
             work.set_shader(key, move |windows| {
                 wgsl::matmul(
-                    scalar,
+                    (scalar, converted),
                     accumulator,
                     &accesses,
                     &result_access,

@@ -683,19 +683,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: 
 }
 
 /// `(N,K)·(M,K) → (N,M)` with the accesses of the lhs rows, lhs inner mode, rhs rows and rhs
-/// inner mode: `result[at_r(o)] = Σ_k lhs(i, k) · rhs(j, k)` with `i = o mod N`,
+/// inner mode (an operand marked in `converted` holds Int32 words, converted exactly to
+/// binary32 on load by `i32_to_f32`): `result[at_r(o)] = Σ_k lhs(i, k) · rhs(j, k)` with `i = o mod N`,
 /// `j = o / N` (`params.n` = N·M, `params.m` = N, `params.k` = K), in ascending `k`: binary32
 /// products and sum from −0.0, binary64 products (exact for binary32 factors) and sum rounded
 /// once, or exact 64-bit Int32 products summed in 96 bits with the narrowing checked through
 /// the overflow word.
 pub(crate) fn matmul(
-    scalar: Scalar,
+    (scalar, converted): (Scalar, [bool; 2]),
     accumulator: Accumulator,
     [lhs_rows, lhs_inner, rhs_rows, rhs_inner]: &[Access; 4],
     result: &Access,
     (windows, long): (&Windows, bool),
 ) -> String {
-    let mut s = header(windows, scalar);
+    let stored = |k: usize| if converted[k] { "i32" } else { scalar.wgsl() };
+    let mut s = typed_header(windows, stored, scalar.wgsl());
+    if converted.contains(&true) {
+        s.push_str(I32_TO_F32);
+    }
+    let load = |k: usize, at: &str| {
+        let raw = format!("load{k}({at})");
+        if converted[k] {
+            format!("i32_to_f32({raw})")
+        } else {
+            raw
+        }
+    };
     if accumulator == Accumulator::Wide {
         s.push_str(WIDE);
         s.push_str(&overflow_declaration(windows));
@@ -738,8 +751,9 @@ pub(crate) fn matmul(
             "0u",
             "params.k",
             &format!(
-                "let a = load0(lhs + at_lhs_inner(k)); let b = load1(rhs + at_rhs_inner(k)); \
-                 {step}"
+                "let a = {}; let b = {}; {step}",
+                load(0, "lhs + at_lhs_inner(k)"),
+                load(1, "rhs + at_rhs_inner(k)")
             ),
             long,
         )
