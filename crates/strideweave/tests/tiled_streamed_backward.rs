@@ -600,6 +600,58 @@ fn a_failing_tier_move_during_accumulation_keeps_the_gradient_and_retry_succeeds
     }
 }
 
+#[test]
+fn a_failing_sum_of_two_contributions_within_a_pass_releases_what_the_pass_built() {
+    // Two tiled operations read `x`: its two gradients are summed (streamed) within the
+    // pass, and the sum fails at a staging read, a gradient tile's move or a factory call.
+    for (point, arm) in [
+        ("staging read", 0usize),
+        ("gradient move", 1),
+        ("allocation", 2),
+    ] {
+        let faults = Faults::new();
+        let policy = Bounded::new(4, TileSet::empty());
+        let values = wavy(24, 12);
+        let x = out_of_core(&faults, &values, &[3, 2], &[2, 2], policy);
+        x.set_requires_grad(true).unwrap();
+        let loss = ops::add(
+            &ops::reduce_sum(&ops::mul(&x, 2.0).unwrap()).unwrap(),
+            &ops::reduce_sum(&ops::mul(&x, 3.0).unwrap()).unwrap(),
+        )
+        .unwrap();
+        let live = faults.live();
+        // Each backward stages 6 tiles of 4 slots (24 reads) and moves 6 gradient tiles
+        // (24 writes; 7 allocations with the gradient's secondary tier) before the sum.
+        match arm {
+            0 => Faults::arm(&faults.reads, 48 + 4 + 2),
+            1 => Faults::arm(&faults.writes, 48 + 4 + 1),
+            _ => Faults::arm(&faults.allocations, 14 + 1 + 1),
+        }
+        let error = loss.backward(Some(&ones(6)), true).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Runtime, "{point}: {error}");
+        assert!(error.to_string().contains("injected"), "{point}: {error}");
+        assert!(x.grad().is_none(), "{point}: no gradient assigned");
+        // Both contributions (each a secondary tier and six tiles) are released with the
+        // failed sum's own carriers: nothing the pass made is alive.
+        assert_eq!(faults.live(), live, "{point}: nothing made is left alive");
+        assert!(
+            TiledEvictable::pinned_tiles(x.carrier())
+                .unwrap()
+                .is_empty(),
+            "{point}"
+        );
+        assert!(
+            TiledEvictable::invalid_tiles(x.carrier())
+                .unwrap()
+                .is_empty(),
+            "{point}"
+        );
+        assert_eq!(numbers(&x), values, "{point}");
+        loss.backward(Some(&ones(6)), false).unwrap();
+        assert_eq!(numbers(&x.grad().unwrap()), vec![5.0; 24], "{point}");
+    }
+}
+
 /// A policy bounding the primary tier (or not) whose `Backward` plans promote and evict given
 /// tiles (of the saved operand and of the gradient alike: both are asked with `Backward`).
 #[derive(Debug)]

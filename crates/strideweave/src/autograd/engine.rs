@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 
 use crate::autograd::grad_mode::no_grad;
-use crate::autograd::materialize::{add_gradients, materialize};
+use crate::autograd::materialize::{add_gradients, discard, materialize};
 use crate::autograd::node::Node;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -30,13 +30,26 @@ impl Sums {
     fn add(&mut self, target: &Tensor, grad: Tensor) -> Result<()> {
         let k = key(target);
         match self.entries.get_mut(&k) {
-            Some((_, sum)) => *sum = add_gradients(sum, &grad)?,
+            Some((_, sum)) => match add_gradients(sum, &grad) {
+                Ok(total) => *sum = total,
+                Err(error) => {
+                    // The pass fails: the contribution that could not be summed is given
+                    // back with the others (`discard_all`).
+                    discard(&grad);
+                    return Err(error);
+                }
+            },
             None => {
                 self.entries.insert(k, (target.clone(), grad));
                 self.order.push(k);
             }
         }
         Ok(())
+    }
+
+    /// Gives back every gradient held, the pass having failed.
+    fn discard_all(&self) {
+        self.entries.values().for_each(|(_, grad)| discard(grad));
     }
 
     fn into_ordered(mut self) -> Vec<(Tensor, Tensor)> {
@@ -106,59 +119,70 @@ pub(crate) fn run(
         }
     }
 
-    // Seed the cotangents.
+    // Seed the cotangents, then run the nodes; on failure every gradient the pass holds is
+    // given back (nothing is published).
     let mut pending: FxHashMap<(usize, usize), Tensor> = FxHashMap::default();
-    for (root, cotangent) in roots {
-        route(
-            root,
-            cotangent.clone(),
-            &wanted,
-            &mut captured,
-            &mut leaves,
-            &mut retained,
-            &mut pending,
-            capture.is_some(),
-        )?;
-    }
+    let mut propagate = || -> Result<()> {
+        for (root, cotangent) in roots {
+            route(
+                root,
+                cotangent.clone(),
+                &wanted,
+                &mut captured,
+                &mut leaves,
+                &mut retained,
+                &mut pending,
+                capture.is_some(),
+            )?;
+        }
 
-    // Kahn's order: a node runs once every consumer has run.
-    let mut ready: VecDeque<Node> = nodes
-        .values()
-        .filter(|n| consumers.get(&n.id()).copied().unwrap_or(0) == 0)
-        .cloned()
-        .collect();
-    while let Some(node) = ready.pop_front() {
-        let grad_outputs: Vec<Option<Tensor>> = (0..node.outputs())
-            .map(|i| pending.remove(&(node.id(), i)))
+        // Kahn's order: a node runs once every consumer has run.
+        let mut ready: VecDeque<Node> = nodes
+            .values()
+            .filter(|n| consumers.get(&n.id()).copied().unwrap_or(0) == 0)
+            .cloned()
             .collect();
-        let inputs = node.inputs();
-        let grads = if grad_outputs.iter().any(Option::is_some) {
-            node.backward(&grad_outputs)?
-        } else {
-            vec![None; inputs.len()]
-        };
-        for (input, grad) in inputs.iter().zip(grads) {
-            if let Some(grad) = grad {
-                route(
-                    input,
-                    grad,
-                    &wanted,
-                    &mut captured,
-                    &mut leaves,
-                    &mut retained,
-                    &mut pending,
-                    capture.is_some(),
-                )?;
-            }
-            if let Some((producer, _)) = input.grad_fn_output() {
-                if let Some(count) = consumers.get_mut(&producer.id()) {
-                    *count -= 1;
-                    if *count == 0 {
-                        ready.push_back(producer);
+        while let Some(node) = ready.pop_front() {
+            let grad_outputs: Vec<Option<Tensor>> = (0..node.outputs())
+                .map(|i| pending.remove(&(node.id(), i)))
+                .collect();
+            let inputs = node.inputs();
+            let grads = if grad_outputs.iter().any(Option::is_some) {
+                node.backward(&grad_outputs)?
+            } else {
+                vec![None; inputs.len()]
+            };
+            for (input, grad) in inputs.iter().zip(grads) {
+                if let Some(grad) = grad {
+                    route(
+                        input,
+                        grad,
+                        &wanted,
+                        &mut captured,
+                        &mut leaves,
+                        &mut retained,
+                        &mut pending,
+                        capture.is_some(),
+                    )?;
+                }
+                if let Some((producer, _)) = input.grad_fn_output() {
+                    if let Some(count) = consumers.get_mut(&producer.id()) {
+                        *count -= 1;
+                        if *count == 0 {
+                            ready.push_back(producer);
+                        }
                     }
                 }
             }
         }
+        Ok(())
+    };
+    if let Err(error) = propagate() {
+        for sums in [&captured, &leaves, &retained] {
+            sums.discard_all();
+        }
+        pending.values().for_each(discard);
+        return Err(error);
     }
 
     // Everything succeeded: materialize, then publish.
@@ -259,7 +283,14 @@ fn route(
             }
             let slot = (node.id(), output);
             let summed = match pending.remove(&slot) {
-                Some(sum) => add_gradients(&sum, &grad)?,
+                Some(sum) => match add_gradients(&sum, &grad) {
+                    Ok(total) => total,
+                    Err(error) => {
+                        discard(&sum);
+                        discard(&grad);
+                        return Err(error);
+                    }
+                },
                 None => grad,
             };
             pending.insert(slot, summed);

@@ -85,6 +85,20 @@ fn rebuild(target: &Tensor, layout: Layout, values: Vec<(usize, Value)>) -> Resu
     Tensor::new(carrier, 0, layout)
 }
 
+/// Gives back a gradient of a failed pass: a dependent class releases it when it built it
+/// for the engine and nobody adopted it (`CompositeAutograd::discard_gradient`); any other
+/// gradient is left to its drop, since it may be a tensor held outside the pass (a
+/// cotangent a rule passed on unchanged).
+pub(crate) fn discard(grad: &Tensor) {
+    if let Some(hooks) = grad
+        .carrier()
+        .composite_provider()
+        .and_then(|composite| composite.autograd())
+    {
+        hooks.discard_gradient(grad);
+    }
+}
+
 /// `a + b` for two gradients of one shape: the dependent class's own sum when it has one
 /// (`CompositeAutograd::add_gradients`), else the `add` operation where the class executes
 /// it, otherwise value by value into fresh canonical storage of `a`'s class.

@@ -82,6 +82,13 @@ pub(crate) trait CompositeAutograd: Send + Sync {
         let _ = (a, b);
         None
     }
+
+    /// The backward pass holding `grad` (on this class) failed and publishes nothing:
+    /// releases `grad` when it is storage this class built for the engine that nobody
+    /// adopted (so no tensor outside the pass holds it); leaves it alone by default.
+    fn discard_gradient(&self, grad: &Tensor) {
+        let _ = grad;
+    }
 }
 
 /// Runs the composite provider's `callback` for `carrier` under the provider guard.

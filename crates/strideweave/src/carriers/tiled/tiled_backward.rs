@@ -45,6 +45,14 @@ impl CompositeAutograd for TiledAutograd {
     fn add_gradients(&self, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
         streamed_sum(a, b)
     }
+
+    fn discard_gradient(&self, grad: &Tensor) {
+        let fresh = TileResidency::table(grad.carrier())
+            .is_ok_and(|table| table.fresh_gradient.swap(false, Ordering::SeqCst));
+        if fresh {
+            let _ = grad.carrier().release();
+        }
+    }
 }
 
 /// The backward of one tiled operation, streamed like its forward (docs/tiers.md, Streamed
