@@ -3,7 +3,8 @@
 `sw.from_dlpack(x)` makes a tensor over another library's CPU memory."""
 
 import gc
-from typing import Any, List
+import re
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -143,9 +144,41 @@ def test_from_dlpack_copies_what_it_cannot_share() -> None:
     copied = sw.from_dlpack(array, copy=True)
     copied[0] = 7.0
     assert array[0] == 0.0 and copied.to_list() == [7.0, 1.0, 2.0, 3.0, 4.0]
-    # Like from_numpy: a shape with an empty axis has no strideweave layout.
-    with pytest.raises(ValueError, match="^Shape extents must be >= 1, got 0$"):
-        sw.from_dlpack(np.zeros((0, 2), dtype=np.float32))
+
+
+class KeptCapsule:
+    """A DLPack producer that hands out one capsule of `array` and keeps it, so a test can
+    see whether the consumer took it."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+        self.capsule: Any = None
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        if self.capsule is None:
+            self.capsule = self.array.__dlpack__(**kwargs)
+        return self.capsule
+
+    def __dlpack_device__(self) -> Any:
+        return self.array.__dlpack_device__()
+
+
+@pytest.mark.parametrize("copy", [None, True, False])
+@pytest.mark.parametrize("shape, axis", [((0,), 0), ((0, 2), 0), ((3, 0), 1), ((2, 3, 0), 2)])
+def test_from_dlpack_of_an_empty_tensor_is_a_value_error_and_consumes_nothing(
+    shape: Tuple[int, ...], axis: int, copy: Optional[bool]
+) -> None:
+    # The seed: a Shape's extents are at least 1 ("Extent <1 raises ValueError").
+    producer = KeptCapsule(np.zeros(shape, dtype=np.float32))
+    written = "(0,)" if shape == (0,) else "(" + ", ".join(map(str, shape)) + ")"
+    with pytest.raises(
+        ValueError,
+        match=rf"^from_dlpack cannot make a tensor of the empty DLPack tensor of shape {re.escape(written)}: "
+        rf"axis {axis} has extent 0, and every extent of a tensor's Shape is at least 1$",
+    ):
+        sw.from_dlpack(producer, copy=copy)
+    assert producer.capsule is not None
+    assert np.from_dlpack(producer).shape == shape, "the capsule was left unconsumed"
 
 
 def test_from_dlpack_round_trips_a_tensor() -> None:

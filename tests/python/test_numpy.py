@@ -265,6 +265,26 @@ def test_from_numpy_copies_what_it_cannot_share(make: "object", reason: str) -> 
         sw.from_numpy(x, copy=False)
 
 
+@pytest.mark.parametrize("copy", [None, True, False])
+@pytest.mark.parametrize(
+    "array, written, axis",
+    [
+        (np.zeros((0,), dtype=np.float32), "(0,)", 0),
+        (np.zeros((2, 0), dtype=np.int32), "(2, 0)", 1),
+        (np.zeros((0, 3), dtype=np.bool_), "(0, 3)", 0),
+        (np.arange(6, dtype=np.float32)[3:3], "(0,)", 0),
+    ],
+)
+def test_an_empty_array_has_no_tensor(array: "np.ndarray", written: str, axis: int, copy: "bool | None") -> None:
+    # The seed: a Shape's extents are at least 1 ("Extent <1 raises ValueError"), shared or copied.
+    with pytest.raises(ValueError) as caught:
+        sw.from_numpy(array, copy=copy)
+    assert str(caught.value) == (
+        f"from_numpy cannot make a tensor of the empty array of shape {written}: axis {axis} has extent 0, "
+        "and every extent of a tensor's Shape is at least 1"
+    )
+
+
 def test_from_numpy_copy_true_is_independent() -> None:
     x = np.array([1.0, 2.0], dtype=np.float32)
     t = sw.from_numpy(x, copy=True)

@@ -320,10 +320,11 @@ fn capsule_of<'py>(source: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
 
 /// `from_dlpack(x, *, copy=None)`: a tensor over the CPU memory `x.__dlpack__()` describes,
 /// one top-level mode per axis. Shared (an immutable CPU carrier that keeps the producer's
-/// memory until it is released) when the data is float32 or int32, 4-byte aligned, with
-/// non-negative strides and at least one element; otherwise (or with `copy=True`) copied to a
-/// fresh mutable CPU carrier, which `copy=False` refuses (ValueError). Another device or
-/// dtype is a TypeError.
+/// memory until it is released) when the data is float32 or int32, 4-byte aligned and with
+/// non-negative strides; otherwise (or with `copy=True`) copied to a fresh mutable CPU
+/// carrier, which `copy=False` refuses (ValueError). Another device or dtype is a TypeError;
+/// an empty tensor (an axis of extent 0) has no strideweave tensor, a ValueError that leaves
+/// the capsule unconsumed.
 #[pyfunction]
 #[pyo3(signature = (source, *, copy=None))]
 pub fn from_dlpack(source: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<PyTensor> {
@@ -384,6 +385,8 @@ pub fn from_dlpack(source: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<Py
         ));
     }
     let shape: Vec<usize> = shape.iter().map(|&e| e as usize).collect();
+    // Before the capsule is consumed: refused, it stays the producer's.
+    crate::numpy_interop::refuse_empty("from_dlpack", "DLPack tensor", &shape)?;
     let strides: Vec<i64> = if tensor.strides.is_null() || ndim == 0 {
         row_major(&shape).iter().map(|&s| s as i64).collect()
     } else {
@@ -392,9 +395,7 @@ pub fn from_dlpack(source: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<Py
         unsafe { std::slice::from_raw_parts(tensor.strides, ndim) }.to_vec()
     };
     let address = (tensor.data as usize).wrapping_add(tensor.byte_offset as usize);
-    let count: usize = shape.iter().product();
-    let shareable =
-        count > 0 && address.is_multiple_of(4) && strides.iter().all(|&s| s >= 0) && address != 0;
+    let shareable = address.is_multiple_of(4) && strides.iter().all(|&s| s >= 0) && address != 0;
     // From here on this binding owns the record: rename the capsule so its destructor leaves
     // the record alone, then let `Imported` call the deleter exactly once.
     let used = if versioned {
@@ -427,8 +428,8 @@ pub fn from_dlpack(source: &Bound<'_, PyAny>, copy: Option<bool>) -> PyResult<Py
             Tensor::new(carrier, 0, layout).py().map(wrap)
         }
         (false, Some(false)) => Err(PyValueError::new_err(
-            "from_dlpack cannot share this memory (empty, misaligned or with negative \
-             strides); copy=False forbids the copy",
+            "from_dlpack cannot share this memory (misaligned or with negative strides); \
+             copy=False forbids the copy",
         )),
         _ => {
             let values = copied(address, &shape, &strides);

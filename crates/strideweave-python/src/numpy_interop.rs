@@ -262,7 +262,6 @@ fn unshareable(
     aligned: bool,
     native: bool,
     address: usize,
-    shape: &[usize],
     strides: &[isize],
 ) -> Option<String> {
     if dtype == DType::BOOL {
@@ -273,9 +272,6 @@ fn unshareable(
     }
     if !aligned || !address.is_multiple_of(4) {
         return Some("the array is not 4-byte aligned".to_owned());
-    }
-    if shape.contains(&0) {
-        return Some("the array is empty".to_owned());
     }
     if let Some(stride) = strides.iter().find(|&&s| s < 0 || s % 4 != 0) {
         return Some(format!(
@@ -323,6 +319,25 @@ fn interface(array: &Bound<'_, PyAny>, itemsize: usize) -> PyResult<Interface> {
     })
 }
 
+/// Refuses a zero-size `shape` (an array or DLPack tensor with an axis of extent 0): a
+/// tensor's extents are at least 1 (the seed: "Extent <1 raises ValueError"), so there is no
+/// tensor of it, shared or copied. The ValueError names `function`, the shape and the axis.
+pub(crate) fn refuse_empty(function: &str, what: &str, shape: &[usize]) -> PyResult<()> {
+    let Some(axis) = shape.iter().position(|&extent| extent == 0) else {
+        return Ok(());
+    };
+    let extents: Vec<String> = shape.iter().map(usize::to_string).collect();
+    let written = if extents.len() == 1 {
+        format!("({},)", extents[0])
+    } else {
+        format!("({})", extents.join(", "))
+    };
+    Err(PyValueError::new_err(format!(
+        "{function} cannot make a tensor of the empty {what} of shape {written}: axis {axis} \
+         has extent 0, and every extent of a tensor's Shape is at least 1"
+    )))
+}
+
 /// Row-major slot strides of `shape`.
 pub(crate) fn row_major(shape: &[usize]) -> Vec<usize> {
     let mut running = 1usize;
@@ -346,10 +361,10 @@ pub(crate) fn layout_of(shape: &[usize], strides: &[usize]) -> PyResult<Layout> 
 /// one top-level mode per axis (`t[i, j] == array[i, j]`).
 ///
 /// The tensor shares the array's memory (an immutable CPU carrier that keeps the array
-/// alive) when the array is float32 or int32, non-empty, in native byte order, 4-byte aligned
+/// alive) when the array is float32 or int32, in native byte order, 4-byte aligned
 /// and its strides are non-negative multiples of 4 bytes, unless `copy` is True. Otherwise it
 /// gets a copy on a fresh, mutable CPU carrier, unless `copy` is False, which is then a
-/// ValueError saying why.
+/// ValueError saying why. An empty array (an axis of extent 0) has no tensor: a ValueError.
 #[pyfunction]
 #[pyo3(signature = (array, *, copy=None))]
 pub fn from_numpy(
@@ -378,15 +393,9 @@ pub fn from_numpy(
     };
     let itemsize = if dtype == DType::BOOL { 1 } else { 4 };
     let found = interface(array, itemsize)?;
+    refuse_empty("from_numpy", "array", &found.shape)?;
     let aligned: bool = array.getattr("flags")?.getattr("aligned")?.extract()?;
-    let refusal = unshareable(
-        dtype,
-        aligned,
-        found.native,
-        found.address,
-        &found.shape,
-        &found.strides,
-    );
+    let refusal = unshareable(dtype, aligned, found.native, found.address, &found.strides);
     match (refusal, copy) {
         (None, None | Some(false)) => share(array, dtype, &found),
         (Some(reason), Some(false)) => Err(PyValueError::new_err(format!(
@@ -450,9 +459,7 @@ fn copy_of(
         // A fresh array: numpy allocates it aligned, in native byte order and contiguous.
         let fresh = numpy.call_method("array", (array,), Some(&kwargs))?;
         let found = interface(&fresh, 4)?;
-        if count == 0 {
-            Cpu::carrier(0, dtype, true, false).py()?
-        } else if dtype == DType::FLOAT32 {
+        if dtype == DType::FLOAT32 {
             // SAFETY: `fresh` is a new C-contiguous, aligned, native float32 array of `count`
             // elements at `found.address`, alive until the end of this scope and reachable
             // by no other code (the copy is read under the GIL, before `fresh` is dropped).
