@@ -3,7 +3,9 @@ when the caller waits: every delivery through one handle raises the same excepti
 to every waiter, and the binding keeps it no longer than the handle."""
 
 import gc
+import re
 import threading
+import time
 import weakref
 from typing import Any, List
 
@@ -13,6 +15,8 @@ import strideweave as sw
 from strideweave.carriers import extension as ext
 
 from authoring_helpers import F32, ListStorage, filled, new_class, run_bounded
+
+KEPT = 256  # how many undelivered exceptions the binding keeps, the most recently parked
 
 class LateFailure:
     """A route whose submitted transfer returns a completion whose `wait` — called on the
@@ -104,3 +108,59 @@ def test_a_promotion_whose_transfer_fails_raises_the_callbacks_exception() -> No
             run_bounded(lambda: facet.promote_async([(0,)]).wait())
         assert caught.value is failure.error
     assert facet.tile_state([0]).location == "secondary" and carrier.version == 0
+
+
+class CountedFailure(LateFailure):
+    """A LateFailure whose every transfer raises a new LookupError, numbered."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.raised: List[BaseException] = []
+
+    def prepare(self, request: Any) -> Any:
+        failure = self
+
+        class Completion:
+            @property
+            def done(self) -> bool:
+                return False
+
+            def wait(self) -> None:
+                error = LookupError(f"transfer {len(failure.raised)} lost its device")
+                failure.raised.append(error)
+                raise error
+
+        return ext.PreparedTransfer(lambda: Completion())
+
+
+def failed_move(failure: CountedFailure) -> Any:
+    """A move of `failure`'s class whose transfer has failed on the worker thread, not waited
+    on: its exception is parked, undelivered."""
+    handle = sw.move_async(filled(failure.cls, [1.0]), sw.CPU(1))
+    deadline = time.monotonic() + 30
+    while not handle.done:
+        assert time.monotonic() < deadline, "the move did not fail within 30 s"
+        time.sleep(0.0005)
+    return handle
+
+
+@pytest.mark.parametrize("newer", [KEPT - 1, KEPT])
+def test_an_undelivered_exception_is_dropped_once_256_newer_ones_were_parked(newer: int) -> None:
+    failure = CountedFailure(f"ParkedTableCarrier{newer}")
+    first = failed_move(failure)
+    original = failure.raised[0]
+    for _ in range(newer):
+        failed_move(failure)  # dropped without a wait: its exception is never delivered
+    assert len(failure.raised) == newer + 1
+    with pytest.raises(LookupError) as caught:
+        first.wait()
+    if newer < KEPT:
+        assert caught.value is original, "the exception was still parked"
+    else:
+        assert caught.value is not original and type(caught.value) is LookupError
+        assert re.search(
+            r"raised LookupError: transfer 0 lost its device \[python exception #\d+\]$", str(caught.value)
+        ), str(caught.value)
+    with pytest.raises(LookupError) as again:
+        first.wait()
+    assert again.value is caught.value, "the handle delivers what it raised first"
