@@ -426,6 +426,8 @@ def test_the_schema_records_check_their_fields() -> None:
         sw.OperationSchema([spec, spec])
     with pytest.raises(TypeError, match="^OperationSchema operands must hold OperandSpec values, got str$"):
         sw.OperationSchema(["x"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="^OperationSchema options must hold OptionSpec values, got OperandSpec$"):
+        sw.OperationSchema([spec], [spec])  # type: ignore[list-item]
     consumed = sw.OperationSchema(iter([spec]), options=iter([sw.OptionSpec("k", None)]))
     assert consumed.operands == (spec,) and [o.name for o in consumed.options] == ["k"]
     assert consumed.options[0].default is None

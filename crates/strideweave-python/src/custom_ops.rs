@@ -361,6 +361,30 @@ impl PyOptionSpec {
     }
 }
 
+/// The core specs of the Python spec records in `items`, each a `T` (`OperandSpec` or
+/// `OptionSpec`, named `record`); another entry is a TypeError naming the schema's `field`.
+fn specs_of<T, R>(
+    items: &Bound<'_, PyTuple>,
+    field: &str,
+    record: &str,
+    inner: impl Fn(&T) -> R,
+) -> PyResult<Vec<R>>
+where
+    T: pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync,
+{
+    items
+        .iter()
+        .map(|item| {
+            item.cast::<T>().map(|spec| inner(spec.get())).map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "OperationSchema {field} must hold {record} values, got {}",
+                    type_name(&item)
+                ))
+            })
+        })
+        .collect()
+}
+
 /// The seed's `OperationSchema(operands, options=())`: the operand positions (non-empty,
 /// consumed once into a tuple) and options of an operation; names are unique (`ValueError`).
 #[pyclass(name = "OperationSchema", module = "strideweave", frozen)]
@@ -379,36 +403,22 @@ impl PyOperationSchema {
     fn py_new(operands: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let py = operands.py();
         let operand_items = materialize(operands, "OperationSchema operands")?;
-        let operand_specs = operand_items
-            .iter()
-            .map(|item| {
-                item.cast::<PyOperandSpec>()
-                    .map(|s| s.get().inner.clone())
-                    .map_err(|_| {
-                        PyTypeError::new_err(format!(
-                            "OperationSchema operands must hold OperandSpec values, got {}",
-                            type_name(&item)
-                        ))
-                    })
-            })
-            .collect::<PyResult<Vec<_>>>()?;
+        let operand_specs = specs_of(
+            &operand_items,
+            "operands",
+            "OperandSpec",
+            |s: &PyOperandSpec| s.inner.clone(),
+        )?;
         let option_items = match options {
             None => PyTuple::empty(py),
             Some(options) => materialize(options, "OperationSchema options")?,
         };
-        let option_specs = option_items
-            .iter()
-            .map(|item| {
-                item.cast::<PyOptionSpec>()
-                    .map(|s| s.get().inner.clone())
-                    .map_err(|_| {
-                        PyTypeError::new_err(format!(
-                            "OperationSchema options must hold OptionSpec values, got {}",
-                            type_name(&item)
-                        ))
-                    })
-            })
-            .collect::<PyResult<Vec<_>>>()?;
+        let option_specs = specs_of(
+            &option_items,
+            "options",
+            "OptionSpec",
+            |s: &PyOptionSpec| s.inner.clone(),
+        )?;
         let inner = OperationSchema::new(operand_specs, option_specs).py()?;
         Ok(PyOperationSchema {
             inner,
