@@ -75,7 +75,9 @@ def test_on_progress_receives_every_work_item_of_a_streamed_operation_and_its_ba
     ]
     assert policy.plans == [(((0, 0), (0, 1), (0, 2), (0, 3)), "operation")]
     last = policy.records[-1]
-    assert (last.staged_slots, last.prefetch_depth) == (16, 2)
+    # A capacity of 2 tiles is 8 slots: one staged 4-slot tile and the 4-slot partial output
+    # block the forward holds fill it, so the core prefetches one item at a time.
+    assert (last.staged_slots, last.prefetch_depth) == (16, 1)
     assert last.staged_peak >= 1 and last.allocated_buffers >= 1
     del policy.reports[:]
     y.backward(ones(4))
