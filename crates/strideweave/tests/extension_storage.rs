@@ -828,3 +828,36 @@ fn a_callback_reaching_its_own_carrier_is_refused_rather_than_deadlocking() -> R
     assert_eq!(composer.get(0)?, Value::Float(1.5));
     Ok(())
 }
+
+#[test]
+fn provider_state_is_read_as_its_own_type_only() -> Result<()> {
+    let class = define("test.StateReader", false);
+    let carrier = filled(class, &[1.5, 2.5])?;
+    let read = carrier.with_provider_state(|state: &Slots| state.values.clone())?;
+    assert_eq!(read, floats(&[1.5, 2.5]));
+
+    let wrong = carrier
+        .with_provider_state(|_: &String| ())
+        .expect_err("a String is not the provider's state type");
+    assert_eq!(wrong.kind(), ErrorKind::Type);
+    assert!(
+        wrong.to_string().contains(&format!(
+            "the storage provider of {class} keeps {} state, not {}",
+            std::any::type_name::<Slots>(),
+            std::any::type_name::<String>()
+        )),
+        "{wrong}"
+    );
+
+    let cpu = Cpu::from_f32(&[1.0], true)?;
+    let free = cpu
+        .with_provider_state(|_: &Slots| ())
+        .expect_err("a definition-free carrier has no provider state");
+    assert_eq!(free.kind(), ErrorKind::Type);
+    assert!(
+        free.to_string()
+            .contains("carrier is definition-free: it has no provider state"),
+        "{free}"
+    );
+    Ok(())
+}

@@ -11,7 +11,7 @@ use crate::carrier::{ErasedCarrier, MovementHooks};
 use crate::carriers::extension::state_lock::{ExclusiveState, SharedState, StateLock};
 use crate::carriers::extension::{
     carrier_definition, freeze_execution_set, AllocationContents, CarrierDefinition, CarrierFacet,
-    CompositeProvider, ErasedState, ExecutionSet, FreshRequest,
+    CompositeProvider, ExecutionSet, FreshRequest,
 };
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
@@ -21,15 +21,16 @@ use crate::operation::{
 };
 use crate::tensor::Tensor;
 
-/// A definition-backed body. The handle checks liveness, mutability and index range before
-/// calling in; this body checks the state type and validates every provider answer.
-pub(crate) struct DefinedBody {
+/// A definition-backed body holding its provider's state `S` inline. The handle checks
+/// liveness, mutability and index range before calling in; this body validates every
+/// provider answer.
+pub(crate) struct DefinedBody<S> {
     class: CarrierClass,
     definition: CarrierDefinition,
     /// The extent `allocate` established and `physical_size` confirmed (it changes only when
     /// an empty carrier grows as a move destination).
     extent: AtomicUsize,
-    state: StateLock,
+    state: StateLock<S>,
     /// The frozen execution set of a kernel-backed definition (`None` when storage-only).
     kernels: Option<Arc<ExecutionSet>>,
 }
@@ -77,7 +78,7 @@ impl Carrier {
                 std::any::type_name::<S>()
             )));
         }
-        DefinedBody::construct(class, definition, Box::new(state), slots, dtype, mutable)
+        DefinedBody::construct(class, definition, state, slots, dtype, mutable)
     }
 
     /// Calls `read` with this definition-backed carrier's provider-owned state (for example
@@ -86,26 +87,24 @@ impl Carrier {
     /// The state is read-locked while `read` runs: it must not write this carrier. Type
     /// errors: a definition-free carrier, or `S` is not the provider's state type.
     pub fn with_provider_state<S: 'static, R>(&self, read: impl FnOnce(&S) -> R) -> Result<R> {
-        let body = self.defined_body().ok_or_else(|| {
-            Error::Type(format!(
-                "the {} carrier is definition-free: it has no provider state",
-                self.class()
-            ))
-        })?;
-        let state = body.state()?;
-        let typed = (**state).downcast_ref::<S>().ok_or_else(|| {
-            Error::Type(format!(
-                "the storage provider of {} keeps {} state, not {}",
-                self.class(),
-                body.definition.storage().state_type_name(),
-                std::any::type_name::<S>()
-            ))
-        })?;
-        Ok(read(typed))
+        let Some(body) = self.defined_body::<S>() else {
+            let class = self.class();
+            return Err(Error::Type(match carrier_definition(class) {
+                Some(definition) => format!(
+                    "the storage provider of {class} keeps {} state, not {}",
+                    definition.storage().state_type_name(),
+                    std::any::type_name::<S>()
+                ),
+                None => format!("the {class} carrier is definition-free: it has no provider state"),
+            }));
+        };
+        let state = body.state.read(body.class)?;
+        Ok(read(state.typed()))
     }
 
-    fn defined_body(&self) -> Option<&DefinedBody> {
-        self.body().as_any().downcast_ref::<DefinedBody>()
+    /// This carrier's body, when it is definition-backed with provider state `S`.
+    fn defined_body<S: 'static>(&self) -> Option<&DefinedBody<S>> {
+        self.body().as_any().downcast_ref::<DefinedBody<S>>()
     }
 
     /// The composite provider of this carrier's definition, when its class is a
@@ -118,36 +117,34 @@ impl Carrier {
     }
 }
 
-impl DefinedBody {
+impl<S: Send + Sync + 'static> DefinedBody<S> {
     fn construct(
         class: CarrierClass,
         definition: CarrierDefinition,
-        mut state: ErasedState,
+        mut state: S,
         slots: usize,
         dtype: DType,
         mutable: bool,
     ) -> Result<Carrier> {
         let storage = definition.storage();
-        if !storage.call_supports_dtype(class, state.as_ref(), dtype)? {
+        if !storage.call_supports_dtype(class, &state, dtype)? {
             return Err(Error::UnstorableDtype { class, dtype });
         }
-        storage.call_allocate(class, state.as_mut(), slots, dtype)?;
-        let checked = storage
-            .call_physical_size(class, state.as_ref())
-            .and_then(|size| {
-                if size == slots {
-                    return Ok(());
-                }
-                Err(Error::ProviderContract(format!(
-                    "the storage provider of {class} ({}) allocated {slots} slots but reports a \
+        storage.call_allocate(class, &mut state, slots, dtype)?;
+        let checked = storage.call_physical_size(class, &state).and_then(|size| {
+            if size == slots {
+                return Ok(());
+            }
+            Err(Error::ProviderContract(format!(
+                "the storage provider of {class} ({}) allocated {slots} slots but reports a \
                      physical_size of {size}",
-                    storage.state_type_name()
-                )))
-            });
+                storage.state_type_name()
+            )))
+        });
         if let Err(error) = checked {
             // No carrier exists: hand the allocated storage back (best effort) and report
             // the contract failure.
-            let _ = storage.call_release(class, state.as_mut());
+            let _ = storage.call_release(class, &mut state);
             return Err(error);
         }
         // The construction can no longer be refused by the storage provider: it observes the
@@ -188,22 +185,29 @@ impl DefinedBody {
         }
     }
 
-    fn state(&self) -> Result<SharedState<'_>> {
+    fn state(&self) -> Result<SharedState<'_, S>> {
         self.state.read(self.class)
     }
 
-    fn state_mut(&self) -> Result<ExclusiveState<'_>> {
+    fn state_mut(&self) -> Result<ExclusiveState<'_, S>> {
         self.state.write(self.class)
     }
 
     /// A fresh carrier of this class with `slots` slots: fresh state built by the provider
     /// (never a copy of this carrier's), then `allocate`.
     fn fresh(&self, slots: usize, dtype: DType, mutable: bool) -> Result<Carrier> {
-        let state = self.definition.storage().call_fresh(
+        let fresh = self.definition.storage().call_fresh(
             self.class,
-            self.state()?.as_ref(),
+            &*self.state()?,
             FreshRequest::new(slots, dtype, mutable),
         )?;
+        let state = *fresh.downcast::<S>().map_err(|_| {
+            Error::ProviderContract(format!(
+                "the storage provider of {} built fresh state that is not its {} state",
+                self.class,
+                std::any::type_name::<S>()
+            ))
+        })?;
         DefinedBody::construct(
             self.class,
             self.definition.clone(),
@@ -215,7 +219,7 @@ impl DefinedBody {
     }
 }
 
-impl DefinedBody {
+impl<S: Send + Sync + 'static> DefinedBody<S> {
     /// The dispatch hook of a definition-backed class, checked in this order (after
     /// liveness, which the handle checks):
     ///
@@ -305,7 +309,7 @@ fn forward_defined(
         .map(Outputs::into_vec)
 }
 
-impl ErasedCarrier for DefinedBody {
+impl<S: Send + Sync + 'static> ErasedCarrier for DefinedBody<S> {
     /// The provider's answer. A failing provider has no answer, and a failure must never
     /// read as "not supported": this panics with the provider's error. Every framework path
     /// asks [`try_supports_storage_dtype`](ErasedCarrier::try_supports_storage_dtype)
@@ -313,7 +317,7 @@ impl ErasedCarrier for DefinedBody {
     fn try_supports_storage_dtype(&self, dtype: DType) -> Result<bool> {
         self.definition
             .storage()
-            .call_supports_dtype(self.class, self.state()?.as_ref(), dtype)
+            .call_supports_dtype(self.class, &*self.state()?, dtype)
     }
 
     fn size(&self) -> usize {
@@ -323,7 +327,7 @@ impl ErasedCarrier for DefinedBody {
     fn read(&self, index: usize, dtype: DType) -> Result<Value> {
         self.definition
             .storage()
-            .call_read(self.class, self.state()?.as_ref(), index, dtype)
+            .call_read(self.class, &*self.state()?, index, dtype)
     }
 
     /// The provider's `read_all` when it has one (one call for every slot), else `read`
@@ -331,13 +335,13 @@ impl ErasedCarrier for DefinedBody {
     fn read_all(&self, indices: &[usize], dtype: DType) -> Result<Vec<Value>> {
         self.definition
             .storage()
-            .call_read_all(self.class, self.state()?.as_ref(), indices, dtype)
+            .call_read_all(self.class, &*self.state()?, indices, dtype)
     }
 
     fn write(&self, index: usize, value: Value, _dtype: DType) -> Result<()> {
         self.definition
             .storage()
-            .call_write(self.class, self.state_mut()?.as_mut(), index, value)
+            .call_write(self.class, &mut *self.state_mut()?, index, value)
     }
 
     /// All or nothing: on a failing write the slots already written get their previous
@@ -346,11 +350,11 @@ impl ErasedCarrier for DefinedBody {
         let storage = self.definition.storage();
         let mut state = self.state_mut()?;
         let indices: Vec<usize> = writes.iter().map(|&(index, _)| index).collect();
-        let previous = storage.call_read_all(self.class, state.as_ref(), &indices, dtype)?;
+        let previous = storage.call_read_all(self.class, &*state, &indices, dtype)?;
         for (done, &(index, value)) in writes.iter().enumerate() {
-            if let Err(error) = storage.call_write(self.class, state.as_mut(), index, value) {
+            if let Err(error) = storage.call_write(self.class, &mut *state, index, value) {
                 for (&(index, _), old) in writes.iter().zip(&previous).take(done).rev() {
-                    let _ = storage.call_write(self.class, state.as_mut(), index, *old);
+                    let _ = storage.call_write(self.class, &mut *state, index, *old);
                 }
                 return Err(error);
             }
@@ -372,7 +376,7 @@ impl ErasedCarrier for DefinedBody {
             return None;
         }
         let from = source
-            .defined_body()
+            .defined_body::<S>()
             .filter(|from| from.class == self.class)?;
         match storage.call_slot_copy(
             self.class,
@@ -390,7 +394,7 @@ impl ErasedCarrier for DefinedBody {
     fn release(&self) -> Result<()> {
         self.definition
             .storage()
-            .call_release(self.class, self.state_mut()?.as_mut())
+            .call_release(self.class, &mut *self.state_mut()?)
     }
 
     fn new_like(&self, values: &[Value], dtype: DType, mutable: bool) -> Result<Carrier> {
@@ -413,8 +417,8 @@ impl ErasedCarrier for DefinedBody {
         if storage.sets_allocation_contents() {
             // The provider establishes the fresh contents itself (zeroed or unspecified).
             let contents = AllocationContents::from_empty(empty);
-            let set = carrier.defined_body().map_or(Ok(()), |body| {
-                storage.call_allocation_contents(self.class, body.state_mut()?.as_mut(), contents)
+            let set = carrier.defined_body::<S>().map_or(Ok(()), |body| {
+                storage.call_allocation_contents(self.class, &mut *body.state_mut()?, contents)
             });
             if let Err(error) = set {
                 let _ = carrier.release();
@@ -448,7 +452,7 @@ impl ErasedCarrier for DefinedBody {
     }
 }
 
-impl MovementHooks for DefinedBody {
+impl<S: Send + Sync + 'static> MovementHooks for DefinedBody<S> {
     /// An empty definition-backed carrier grows to a moved tensor's cosize, as FileBacked
     /// does: the provider's `allocate` establishes the new extent.
     fn grows_as_destination(&self) -> bool {
@@ -461,8 +465,8 @@ impl MovementHooks for DefinedBody {
     fn set_extent(&self, slots: usize, dtype: DType) -> Result<()> {
         let storage = self.definition.storage();
         let mut state = self.state_mut()?;
-        storage.call_allocate(self.class, state.as_mut(), slots, dtype)?;
-        let size = storage.call_physical_size(self.class, state.as_ref())?;
+        storage.call_allocate(self.class, &mut *state, slots, dtype)?;
+        let size = storage.call_physical_size(self.class, &*state)?;
         if size != slots {
             return Err(Error::ProviderContract(format!(
                 "the storage provider of {} ({}) allocated {slots} slots but reports a \

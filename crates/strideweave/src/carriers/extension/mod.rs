@@ -41,7 +41,6 @@ pub use prepared::{PreparedComposite, PreparedKernel, PreparedTransfer, Submitte
 pub use provider_result::ProviderResult;
 pub use registration::{carrier_definition, register_carrier_definition};
 pub use slot_storage::SlotStorage;
-pub(crate) use storage_provider::ErasedState;
 pub use storage_provider::{AllocationContents, FreshRequest, StorageProvider};
 pub(crate) use transfer::provider_name as transfer_provider_name;
 pub use transfer::{TransferPreparation, TransferProvider, TransferRequest, TransferRoute};

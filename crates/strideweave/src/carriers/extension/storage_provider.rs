@@ -476,23 +476,19 @@ impl StorageProvider {
         targets: &[usize],
     ) -> Result<bool>
     where
-        SourceState: std::ops::Deref<Target = ErasedState>,
-        DestinationState: std::ops::Deref<Target = ErasedState>,
+        SourceState: std::ops::Deref<Target = dyn Any + Send + Sync>,
+        DestinationState: std::ops::Deref<Target = dyn Any + Send + Sync>,
     {
         let Some(slot_copy) = &self.slot_copy else {
             return Ok(false);
         };
         let from = {
             let state = source()?;
-            self.guarded(class, "slot copy handle", || {
-                (slot_copy.handle)(state.as_ref())
-            })?
+            self.guarded(class, "slot copy handle", || (slot_copy.handle)(&*state))?
         };
         let to = {
             let state = destination()?;
-            self.guarded(class, "slot copy handle", || {
-                (slot_copy.handle)(state.as_ref())
-            })?
+            self.guarded(class, "slot copy handle", || (slot_copy.handle)(&*state))?
         };
         self.guarded(class, "slot copy", || {
             (slot_copy.copy)(to.as_ref(), from.as_ref(), sources, targets)
