@@ -127,7 +127,13 @@ fn prepare(carrier: &Carrier, invocation: &ResolvedInvocation) -> Result<Composi
             let demand = Demand::new(work.items())
                 .in_pieces(&pieces)
                 .holding(0, work.held_slots(&invocation));
-            let depth = prefetch_depth_with(&operands, &demand);
+            let depth = if pieces.iter().any(|&count| count > 1) {
+                // A piece is staged to be summed in the cache of the core that copied it: a
+                // staging worker would copy it into the other core's cache instead.
+                1
+            } else {
+                prefetch_depth_with(&operands, &demand)
+            };
             let result = execute(
                 &invocation,
                 &operands,
@@ -386,7 +392,8 @@ fn execute(
 /// How many pieces each item of `work` is staged and computed in: a Float32-accumulated
 /// `reduce_sum` (whose partial sums over mode 1 are added as they come) stages a secondary
 /// tile of a canonical operand in pieces of columns small enough to stay in the cache between
-/// their copy and their sum ([`pieces_for`]); every other item is computed whole.
+/// their copy and their sum ([`pieces_for`]); every other item is computed whole. Work
+/// staged in pieces streams at depth 1: each piece is copied on the computing thread.
 fn pieces(invocation: &ResolvedInvocation, operands: &[TiledOperand], work: &Work) -> Vec<usize> {
     let [operand] = operands else {
         return Vec::new();
