@@ -856,14 +856,14 @@ fn the_backward_counts_its_transients_and_partial_gradients_against_the_capacity
             .unwrap();
         let depth = backward[0].prefetch_depth();
         // The first capacity leaves room for one item in flight, which then holds exactly
-        // the planned 64 slots; the second for three (how far the staging worker gets ahead
-        // depends on timing), within the 104 slots planned.
+        // the planned 64 slots; the second for three, whose staged tiles (60 slots) the
+        // stream makes before its worker starts, so it holds exactly the 104 slots planned
+        // however far the worker gets ahead.
         let slots = backward.iter().map(TileProgress::peak_slots).max().unwrap();
         if capacity == 16 {
             assert_eq!((depth, peak, slots), (1, 16, 64));
         } else {
-            assert_eq!(depth, 3);
-            assert!((64..=104).contains(&slots), "peak {slots} slots");
+            assert_eq!((depth, peak, slots), (3, 26, 104));
         }
         assert_eq!(backward[0].tile_slots(), 4);
         assert_eq!(backward[0].capacity_slots(), Some(4 * capacity));

@@ -135,7 +135,9 @@ impl Occupancy {
 ///    released and nothing else has changed;
 /// 4. its occupancy counts, in slots, every staged carrier alive and every carrier the
 ///    computation says it holds ([`hold`](Self::hold)), so its peak is what the work had
-///    on the primary tier's class beside the resident tiles.
+///    on the primary tier's class beside the resident tiles; a stream with a worker makes
+///    the staged carriers of its first `depth` items before the worker starts and reuses
+///    them, so what it counts does not depend on how far the worker gets ahead.
 pub(crate) struct TileStream<'a> {
     operands: &'a [TiledOperand],
     depth: usize,
@@ -239,7 +241,13 @@ impl<'a> TileStream<'a> {
         thread::scope(|scope| {
             // The worker stages for this operation: it works under the operation's pins.
             let pins = held();
-            let pooled = self.take_pooled(needed);
+            let pooled = match self.pool_for(items, &steps[..self.depth.min(steps.len())]) {
+                Ok(pooled) => pooled,
+                Err(error) => {
+                    drop((ready_tx, back_rx));
+                    return Err(error);
+                }
+            };
             let worker = scope.spawn(move || {
                 let _working = WorkingFor::new(pins);
                 self.stage_ahead(items, &self.steps(items.len()), ready_tx, back_rx, pooled)
@@ -360,18 +368,7 @@ impl<'a> TileStream<'a> {
         let primary = operand.tier(Tier::Primary);
         let shape = operand.tile_shape();
         let compact = || flat(shape, &column_major_strides(shape));
-        let source = match operand.source(tile)? {
-            source if step.count == 1 => source,
-            TileSource::Resident(view) => TileSource::Resident(piece(&view, step)?),
-            TileSource::Secondary(view) => TileSource::Secondary(piece(&view, step)?),
-            TileSource::Zero | TileSource::Gathered => {
-                return Err(Error::Runtime(format!(
-                    "tile {tile} of a tiled operation cannot be fetched in pieces: it is not \
-                     a stored tile of a canonical operand"
-                )))
-            }
-        };
-        match source {
+        match resolve(operand, tile, step)? {
             TileSource::Resident(view) => Ok(view),
             TileSource::Secondary(view) => {
                 let span = view.layout().cosize();
@@ -411,6 +408,20 @@ impl<'a> TileStream<'a> {
                 Tensor::new(gathered, 0, compact()?)
             }
         }
+    }
+}
+
+/// Where step `step` reads tile `tile` of `operand` from: the tile's source, or the piece of
+/// it the step fetches.
+fn resolve(operand: &TiledOperand, tile: usize, step: Step) -> Result<TileSource> {
+    match operand.source(tile)? {
+        source if step.count == 1 => Ok(source),
+        TileSource::Resident(view) => Ok(TileSource::Resident(piece(&view, step)?)),
+        TileSource::Secondary(view) => Ok(TileSource::Secondary(piece(&view, step)?)),
+        TileSource::Zero | TileSource::Gathered => Err(Error::Runtime(format!(
+            "tile {tile} of a tiled operation cannot be fetched in pieces: it is not a stored \
+             tile of a canonical operand"
+        ))),
     }
 }
 
@@ -474,11 +485,27 @@ impl TileStream<'_> {
     /// The staging carriers the operands' carriers kept from earlier calls (see
     /// [`keep_or_release`](Self::keep_or_release)), at most `needed` slots of them (the most
     /// this stream stages at once); the others are released, so that idle buffers do not
-    /// take the capacity the computation needs beside the stream.
-    ///
-    /// A whole-tensor staging buffer kept by one of them is released: streamed work keeps
-    /// only tile buffers beside its tiles.
+    /// take the capacity the computation needs beside the stream. The pool of a stream that
+    /// stages inline; one with a worker starts with [`pool_for`](Self::pool_for).
     fn take_pooled(&self, needed: usize) -> Vec<Carrier> {
+        let mut kept = Vec::new();
+        let mut slots = 0;
+        for carrier in self.take_kept() {
+            if slots + carrier.size() <= needed {
+                slots += carrier.size();
+                self.occupancy.made(carrier.size());
+                kept.push(carrier);
+            } else {
+                let _ = carrier.release();
+            }
+        }
+        kept
+    }
+
+    /// Every staging carrier the operands' carriers kept from earlier calls (a whole-tensor
+    /// staging buffer kept by one of them is released: streamed work keeps only tile
+    /// buffers beside its tiles).
+    fn take_kept(&self) -> Vec<Carrier> {
         let mut pooled = Vec::new();
         for (k, operand) in self.operands.iter().enumerate() {
             let table = operand.table();
@@ -493,18 +520,57 @@ impl TileStream<'_> {
                 let _ = whole.release();
             }
         }
-        let mut kept = Vec::new();
-        let mut slots = 0;
-        for carrier in pooled {
-            if slots + carrier.size() <= needed {
-                slots += carrier.size();
-                self.occupancy.made(carrier.size());
-                kept.push(carrier);
-            } else {
-                let _ = carrier.release();
+        pooled
+    }
+
+    /// The staging carriers of every copy the first `steps` stage, made before the worker
+    /// starts: the kept carriers of the operands' carriers that fit one of those copies
+    /// exactly (the others are released, so that idle buffers do not take the capacity the
+    /// computation needs beside the stream), and fresh ones for the rest. With every tile of
+    /// one span — the stream's steps stage copies of the sizes its first steps do — the
+    /// worker then never allocates, and the stream has all its staged carriers alive from its
+    /// start to its end, however far the worker gets ahead of the computation: its occupancy,
+    /// and its peak, do not depend on timing.
+    fn pool_for(&self, items: &[Vec<Fetch>], steps: &[Step]) -> Result<Vec<Carrier>> {
+        let mut sizes = Vec::new();
+        for &step in steps {
+            for &(operand, tile) in &items[step.item] {
+                let operand = &self.operands[operand];
+                if let TileSource::Secondary(view) = resolve(operand, tile, step)? {
+                    sizes.push((operand.tier(Tier::Primary), view.layout().cosize()));
+                }
             }
         }
-        kept
+        let mut kept = self.take_kept();
+        let mut pool = Vec::with_capacity(sizes.len());
+        let mut made = Ok(());
+        for (primary, span) in sizes {
+            match kept.iter().position(|c| reusable(c, primary, span)) {
+                Some(found) => {
+                    let carrier = kept.swap_remove(found);
+                    self.occupancy.made(carrier.size());
+                    pool.push(carrier);
+                }
+                None => match primary.allocate_like(span, true, None, true) {
+                    Ok(fresh) => {
+                        self.occupancy.allocated(span);
+                        pool.push(fresh);
+                    }
+                    Err(error) => {
+                        made = Err(error);
+                        break;
+                    }
+                },
+            }
+        }
+        release_all(kept);
+        match made {
+            Ok(()) => Ok(pool),
+            Err(error) => {
+                self.release_all(pool);
+                Err(error)
+            }
+        }
     }
 
     /// Keeps the staging carriers of this call for the next one — in the first operand
