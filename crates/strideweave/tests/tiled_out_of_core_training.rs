@@ -279,3 +279,90 @@ fn add_scaled_updates_tile_by_tile_and_fails_whole() {
     );
     assert_eq!(target_carrier.version(), 1);
 }
+
+#[test]
+fn repeated_updates_write_into_the_secondary_carriers_the_previous_update_replaced() {
+    // Six tiles of 2 × 2 on a Faulty secondary: the first update turns the seed slots into
+    // six new tile carriers, the second makes six more and keeps the six it replaced as
+    // spares, and every later update writes into the spares without a factory call.
+    let faults = Faults::sticky();
+    let values: Vec<f64> = (0..24).map(f64::from).collect();
+    let target_carrier = TiledEvictable::carrier(
+        &Cpu::from_f32(&[], true).unwrap(),
+        &Faulty::carrier(&faults, &values),
+        &[3, 2],
+        &[2, 2],
+        None,
+    )
+    .unwrap();
+    let target = Tensor::compact(target_carrier.clone(), Shape::new((6, 4)).unwrap()).unwrap();
+    let step: Vec<f32> = (0..24).map(|i| (i % 3) as f32).collect();
+    let source = Tensor::compact(
+        TiledEvictable::carrier(
+            &Cpu::from_f32(&step, true).unwrap(),
+            &Cpu::from_f32(&[], true).unwrap(),
+            &[3, 2],
+            &[2, 2],
+            None,
+        )
+        .unwrap(),
+        Shape::new((6, 4)).unwrap(),
+    )
+    .unwrap();
+    let read = || -> Vec<f64> {
+        (0..24)
+            .map(|i| target_carrier.get(i).unwrap().as_f64().unwrap())
+            .collect()
+    };
+    let after = |updates: usize| -> Vec<f64> {
+        values
+            .iter()
+            .zip(&step)
+            .map(|(v, s)| v + updates as f64 * f64::from(*s))
+            .collect()
+    };
+    assert_eq!(faults.live(), 1, "the seed tier");
+    TiledEvictable::add_scaled(&target, &source, 1.0).unwrap();
+    assert_eq!(
+        faults.live(),
+        1 + 6,
+        "the seed tier and six new tile carriers"
+    );
+    TiledEvictable::add_scaled(&target, &source, 1.0).unwrap();
+    assert_eq!(faults.live(), 1 + 6 + 6, "six tile carriers and six spares");
+    assert_eq!(read(), after(2));
+    // No factory call is needed any more: with every allocation failing, the updates go on.
+    Faults::arm(&faults.allocations, 0);
+    for updates in 3..5 {
+        TiledEvictable::add_scaled(&target, &source, 1.0).unwrap();
+        assert_eq!(read(), after(updates));
+        assert_eq!(faults.live(), 1 + 6 + 6);
+        assert_eq!(target_carrier.version(), updates as u64);
+        assert_eq!(
+            TiledEvictable::secondary_tiles(&target_carrier)
+                .unwrap()
+                .len(),
+            6
+        );
+    }
+    Faults::arm(&faults.allocations, -1);
+    // A write failing half way through the update: nothing changes, the spares it took
+    // are kept, and nothing it made is left alive.
+    Faults::arm(&faults.writes, 10);
+    expect_err(
+        TiledEvictable::add_scaled(&target, &source, 1.0),
+        ErrorKind::Runtime,
+        "injected write failure",
+    );
+    Faults::arm(&faults.writes, -1);
+    assert_eq!(read(), after(4));
+    assert_eq!(target_carrier.version(), 4);
+    assert_eq!(faults.live(), 1 + 6 + 6);
+    Faults::arm(&faults.allocations, 0);
+    TiledEvictable::add_scaled(&target, &source, 1.0).unwrap();
+    Faults::arm(&faults.allocations, -1);
+    assert_eq!(read(), after(5));
+    // Releasing the carrier releases its tiles, its spares and its seed tier.
+    target_carrier.release().unwrap();
+    assert_eq!(faults.live(), 0);
+}

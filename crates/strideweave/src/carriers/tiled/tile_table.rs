@@ -98,6 +98,11 @@ pub(crate) struct TileTable {
     /// primary tier's class, for an operation that runs as one call), kept between
     /// operations; part of the staging pool.
     whole_staging: Mutex<Option<Carrier>>,
+    /// Carriers of the secondary tier, one tile's size each, that an in-place update
+    /// replaced: the destinations of the next update's new copies, so that repeated updates
+    /// overwrite what the tier already holds instead of making (and later freeing) a carrier
+    /// per tile each time. At most one per tile; released with the carrier.
+    spares: Mutex<Vec<Carrier>>,
     /// Held while a residency transfer copies a tile out of a full seed tier in bulk (the
     /// copy claims that tier, so a write to it would fail meanwhile): seed-slot writes wait
     /// for it, and a transfer that cannot take it copies slot by slot instead. Reentrant, so
@@ -166,6 +171,7 @@ impl TileTable {
             fresh_gradient: std::sync::atomic::AtomicBool::new(false),
             staging: Mutex::new(Vec::new()),
             whole_staging: Mutex::new(None),
+            spares: Mutex::new(Vec::new()),
             seed: ReentrantMutex::new(()),
         }
     }
@@ -230,6 +236,36 @@ impl TileTable {
             return;
         }
         *kept = Some(carrier);
+    }
+
+    /// The spare secondary carriers kept by earlier updates (taken: a concurrent update
+    /// makes its own).
+    pub(crate) fn take_spares(&self) -> Vec<Carrier> {
+        std::mem::take(&mut *self.spares.lock())
+    }
+
+    /// Keeps `carriers` (secondary carriers of one tile's size whose contents nobody reads
+    /// again) for the next update, at most one per tile; the others are released, and all of
+    /// them once the table is released.
+    pub(crate) fn keep_spares(&self, carriers: Vec<Carrier>) {
+        let inner = self.lock();
+        let mut rest = Vec::new();
+        if inner.released {
+            rest = carriers;
+        } else {
+            let mut kept = self.spares.lock();
+            for carrier in carriers {
+                if kept.len() < self.grid.tile_count() {
+                    kept.push(carrier);
+                } else {
+                    rest.push(carrier);
+                }
+            }
+        }
+        drop(inner);
+        for carrier in rest {
+            let _ = carrier.release();
+        }
     }
 
     /// The slots this carrier has on its primary tier: its primary tiles (none once released).
@@ -505,6 +541,7 @@ impl TileTable {
             .take_staging()
             .into_iter()
             .chain(self.take_whole_staging())
+            .chain(self.take_spares())
         {
             let _ = carrier.release();
         }

@@ -6,6 +6,7 @@ use crate::autograd::no_grad;
 use crate::carrier::Carrier;
 use crate::carriers::tiled::tile_copy::{Tier, TileCopy};
 use crate::carriers::tiled::tile_stream::TileStream;
+use crate::carriers::tiled::tile_table::TileTable;
 use crate::carriers::tiled::tiled_operand::{column_major_strides, flat, TiledOperand};
 use crate::carriers::tiled::tiled_operations::{prefetch_depth_with, Demand};
 use crate::carriers::tiled::{TileLocation, TileProgress, TiledEvictable};
@@ -21,14 +22,18 @@ impl TiledEvictable {
     /// like a tiled operation), computed there with the primary tier's `mul` and `add`, and
     /// written back as a new copy **on the tier the target tile was on** (an implicit target
     /// tile's new copy goes to the secondary tier when the capacity bounds the primary, else
-    /// to the primary). The SGD step of out-of-core training: `add_scaled(&w, &w.grad(), -lr)`.
+    /// to the primary). A new copy on a tier of another class than the primary's is moved
+    /// into a carrier of that tier: one that an earlier update replaced, when the target
+    /// keeps such a spare (at most one per tile, on the secondary tier, released with the
+    /// target), otherwise a fresh one from the tier's factory. The SGD step of out-of-core
+    /// training: `add_scaled(&w, &w.grad(), -lr)`.
     ///
     /// All or nothing: every new copy is made first and the table is switched in one step,
-    /// so a failure (a staging read, a kernel, a tier write) changes nothing and releases what
-    /// it made. Then every tile is valid and dirty, the old copies are dropped, and the
-    /// target's version moves by exactly 1. Records no autograd node (a saved use of the
-    /// target sees the version move). Both tiles pinned meanwhile (docs/tiers.md, Pinned
-    /// tiles).
+    /// so a failure (a staging read, a kernel, a tier write) changes nothing, releases what
+    /// it made and keeps the spares it took. Then every tile is valid and dirty, the old
+    /// copies are dropped (or kept as spares), and the target's version moves by exactly 1.
+    /// Records no autograd node (a saved use of the target sees the version move). Both tiles
+    /// pinned meanwhile (docs/tiers.md, Pinned tiles).
     ///
     /// Errors before anything changes: a tensor that is not a TiledEvictable (Type); a
     /// released or immutable target (Runtime); tensors that are not the canonical layout of
@@ -82,7 +87,10 @@ impl TiledEvictable {
         let demand = Demand::new(&items).holding(0, (2 + waiting) * size);
         let depth = prefetch_depth_with(&operands, &demand);
         let policy = table.policy().cloned();
-        let mut made: Vec<(Tier, Carrier)> = Vec::with_capacity(count);
+        // New copies on a tier of another class than the computing one are moved into
+        // carriers of that tier: the ones an earlier update replaced first.
+        let mut spares = table.take_spares();
+        let mut made: Vec<Made> = Vec::with_capacity(count);
         let stream = TileStream::new(&operands, depth);
         let streamed = stream.run(&items, |index, tiles, counters| {
             let scaled = ops::mul(&tiles[1], alpha)?;
@@ -105,23 +113,31 @@ impl TiledEvictable {
                 _ => Tier::Secondary,
             };
             let home = table.token(tier).carrier();
-            let copy = if home.class() == compact.class() {
-                compact
+            let (copy, spare) = if home.class() == compact.class() {
+                (compact, false)
             } else {
-                let destination = home.allocate_like(size, true, None, true)?;
+                let (destination, spare) = match spares.iter().position(|c| fits(c, home, size)) {
+                    Some(found) => (spares.swap_remove(found), true),
+                    None => (home.allocate_like(size, true, None, true)?, false),
+                };
+                // The destination is fresh or a spare: its old contents are not kept.
                 let moved = Tensor::new(compact, 0, flat(&[size], &[1])?)
                     .and_then(|tile| move_to_scratch(&tile, &destination));
                 if let Err(error) = moved {
-                    let _ = destination.release();
+                    if spare {
+                        spares.push(destination);
+                    } else {
+                        let _ = destination.release();
+                    }
                     return Err(error);
                 }
-                destination
+                (destination, spare)
             };
             stream.let_go(transient);
             if tier == Tier::Primary {
                 stream.hold(copy.size());
             }
-            made.push((tier, copy));
+            made.push(Made { tier, copy, spare });
             if let Some(policy) = &policy {
                 policy.try_on_progress(
                     &TileProgress::new(
@@ -137,9 +153,7 @@ impl TiledEvictable {
             Ok(())
         });
         if let Err(error) = streamed {
-            for (_, carrier) in made {
-                let _ = carrier.release();
-            }
+            give_back(&table, made, spares);
             return Err(error);
         }
         let ours = [to.pin_id(), from.pin_id()];
@@ -150,9 +164,7 @@ impl TiledEvictable {
             .position(|entry| entry.pins.iter().any(|pin| !ours.contains(pin)));
         if let Some(tile) = foreign {
             drop(inner);
-            for (_, carrier) in made {
-                let _ = carrier.release();
-            }
+            give_back(&table, made, spares);
             return Err(Error::Runtime(format!(
                 "'{name}' cannot replace tile {} of its target: another running operation \
                  reads it (it is pinned)",
@@ -160,18 +172,63 @@ impl TiledEvictable {
             )));
         }
         let mut replaced = Vec::with_capacity(count);
-        for (entry, (tier, carrier)) in inner.tiles.iter_mut().zip(made) {
-            replaced.extend(entry.copy.take());
-            entry.location = tier.location();
-            entry.copy = Some(TileCopy::Own(carrier));
+        for (entry, made) in inner.tiles.iter_mut().zip(made) {
+            replaced.extend(entry.copy.take().map(|copy| (entry.location, copy)));
+            entry.location = made.tier.location();
+            entry.copy = Some(TileCopy::Own(made.copy));
             entry.dirty = true;
         }
         drop(inner);
         drop(operands);
-        for copy in replaced {
-            copy.discard();
+        // A replaced secondary copy that a later update would move into a fresh carrier is
+        // kept for it; nothing reads its contents again (no operation holds it: every tile
+        // was pinned by this update alone).
+        let secondary = table.token(Tier::Secondary).carrier();
+        let moved_there = secondary.class() != table.token(Tier::Primary).carrier().class();
+        for (location, copy) in replaced {
+            match copy {
+                TileCopy::Own(carrier)
+                    if moved_there
+                        && location == TileLocation::Secondary
+                        && fits(&carrier, secondary, size) =>
+                {
+                    spares.push(carrier);
+                }
+                copy => copy.discard(),
+            }
         }
+        table.keep_spares(spares);
         target.carrier().bump_version();
         Ok(())
     }
+}
+
+/// A new copy of a tile made by an update: the tier it goes to, its carrier, and whether
+/// that carrier was a spare of the target.
+struct Made {
+    tier: Tier,
+    copy: Carrier,
+    spare: bool,
+}
+
+/// Whether `carrier` can take the new copy of a tile of `size` slots moved to the tier
+/// `home`: a live carrier of that tier's class and dtype, of exactly that size.
+fn fits(carrier: &Carrier, home: &Carrier, size: usize) -> bool {
+    carrier.class() == home.class()
+        && carrier.dtype() == home.dtype()
+        && !carrier.is_released()
+        && carrier.size() == size
+}
+
+/// After a failed update: the spares it took go back to the target's table, the carriers it
+/// made are released, so the update leaves nothing more alive than before.
+fn give_back(table: &TileTable, made: Vec<Made>, mut spares: Vec<Carrier>) {
+    for made in made {
+        if made.spare {
+            spares.push(made.copy);
+        } else {
+            let _ = made.copy.release();
+        }
+    }
+    table.keep_spares(spares);
 }
