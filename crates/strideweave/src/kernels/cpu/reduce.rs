@@ -6,7 +6,9 @@
 //!
 //! - **vertical** (mode 0 contiguous, e.g. a column-major `(N,K)`): for each `j` in ascending
 //!   order, `acc[i] ⊕= x(i, j)` over a block of result ordinals — a vectorized slice loop, and
-//!   exactly the Generic reference's summation order;
+//!   exactly the Generic reference's summation order; up to 16 columns at a time take turns
+//!   on a block of 64 accumulators held in registers, each accumulator still adding its
+//!   elements in ascending `j`;
 //! - **horizontal** (mode 1 contiguous, e.g. a transposed view): each `acc[i]` folds its run
 //!   of mode 1 in several independent lanes (vectorized; the order differs from the
 //!   reference only within the Float32 tolerance).
@@ -34,6 +36,13 @@ use crate::tensor::Tensor;
 /// Result ordinals accumulated together in the vertical order (their accumulators stay in
 /// the L1/L2 cache while every `j` streams over them).
 const ROWS_BLOCK: usize = 2048;
+
+/// Columns a vertical accumulation adds into a block of accumulators before it moves on.
+const COLUMNS: usize = 16;
+
+/// Accumulators a vertical accumulation holds in registers while its columns stream over
+/// them.
+const REGISTER_ROWS: usize = 64;
 
 /// Independent partial accumulators of a horizontal fold.
 const LANES: usize = 32;
@@ -571,23 +580,36 @@ fn accumulate<R: Reducer>(
         ))
     };
     if vertical {
-        input.cols.runs(j_lo, j_hi, |_, [col], len| {
+        // Up to COLUMNS columns at a time, each element still in ascending `j`.
+        let add_columns = |columns: &[usize], accs: &mut [R::Acc]| -> Result<()> {
+            input.rows.runs(i_lo, i_hi, |i, [row], rlen| {
+                let accs = accs
+                    .get_mut(i - i_lo..i - i_lo + rlen)
+                    .ok_or_else(out_of_range)?;
+                if columns
+                    .iter()
+                    .any(|&column| !fits(column + row, rs, rlen, xs.len()))
+                {
+                    return Err(out_of_range());
+                }
+                vertical_runs(r, accs, xs, (columns, row), rs);
+                Ok(())
+            })
+        };
+        let mut columns = [0; COLUMNS];
+        let mut pending = 0;
+        input.cols.runs(j_lo, j_hi, |_, [col], len| -> Result<()> {
             for t in 0..len {
-                let column = input.offset + col + t * cs;
-                input.rows.runs(i_lo, i_hi, |i, [row], rlen| {
-                    let start = column + row;
-                    let accs = accs
-                        .get_mut(i - i_lo..i - i_lo + rlen)
-                        .ok_or_else(out_of_range)?;
-                    if !fits(start, rs, rlen, xs.len()) {
-                        return Err(out_of_range());
-                    }
-                    vertical_run(r, accs, xs, start, rs);
-                    Ok(())
-                })?;
+                columns[pending] = input.offset + col + t * cs;
+                pending += 1;
+                if pending == COLUMNS {
+                    add_columns(&columns, accs)?;
+                    pending = 0;
+                }
             }
             Ok(())
-        })
+        })?;
+        add_columns(&columns[..pending], accs)
     } else {
         input.rows.runs(i_lo, i_hi, |i, [row], rlen| {
             for t in 0..rlen {
@@ -625,6 +647,82 @@ fn vertical_run<R: Reducer>(r: R, accs: &mut [R::Acc], xs: &[R::In], start: usiz
             for (a, &x) in accs.iter_mut().zip(xs) {
                 *a = r.add(*a, x);
             }
+        }
+    }
+}
+
+/// `accs[t] ⊕= xs[c + row + t·stride]` for each column start `c` of `columns` in turn (in
+/// range, checked by the caller): per accumulator, the columns in their order.
+fn vertical_runs<R: Reducer>(
+    r: R,
+    accs: &mut [R::Acc],
+    xs: &[R::In],
+    (columns, row): (&[usize], usize),
+    stride: usize,
+) {
+    if stride == 1 && !columns.is_empty() {
+        pulp::Arch::new().dispatch(VerticalColumns {
+            r,
+            accs,
+            xs,
+            columns,
+            row,
+        });
+        return;
+    }
+    for &column in columns {
+        vertical_run(r, accs, xs, column + row, stride);
+    }
+}
+
+/// The contiguous vertical loop over several columns as a [`pulp::WithSimd`] operation: each
+/// block of [`REGISTER_ROWS`] accumulators is loaded once, takes every column in order and is
+/// stored once, so the accumulators stay in registers while the columns stream over them.
+struct VerticalColumns<'a, R: Reducer> {
+    /// The reduction.
+    r: R,
+    /// The accumulators.
+    accs: &'a mut [R::Acc],
+    /// The input's slots.
+    xs: &'a [R::In],
+    /// Where each column starts, before `row`.
+    columns: &'a [usize],
+    /// The slot of the first accumulator's element within a column.
+    row: usize,
+}
+
+impl<R: Reducer> pulp::WithSimd for VerticalColumns<'_, R> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let r = self.r;
+        let mut lo = 0;
+        for block in self.accs.chunks_mut(REGISTER_ROWS) {
+            let len = block.len();
+            if let Ok(block) = <&mut [R::Acc; REGISTER_ROWS]>::try_from(&mut *block) {
+                let mut held = *block;
+                for &column in self.columns {
+                    let start = column + self.row + lo;
+                    let run = self.xs.get(start..start + REGISTER_ROWS);
+                    if let Some(Ok(run)) = run.map(<&[R::In; REGISTER_ROWS]>::try_from) {
+                        for (a, &x) in held.iter_mut().zip(run) {
+                            *a = r.add(*a, x);
+                        }
+                    }
+                }
+                *block = held;
+            } else {
+                for &column in self.columns {
+                    let start = column + self.row + lo;
+                    if let Some(run) = self.xs.get(start..start + len) {
+                        for (a, &x) in block.iter_mut().zip(run) {
+                            *a = r.add(*a, x);
+                        }
+                    }
+                }
+            }
+            lo += len;
         }
     }
 }
