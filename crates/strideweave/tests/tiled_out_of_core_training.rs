@@ -366,3 +366,70 @@ fn repeated_updates_write_into_the_secondary_carriers_the_previous_update_replac
     target_carrier.release().unwrap();
     assert_eq!(faults.live(), 0);
 }
+
+#[test]
+fn training_steps_reuse_the_secondary_carriers_of_the_dropped_gradient_and_the_replaced_tiles() {
+    // A layer of six 2 × 2 tiles on a Faulty secondary, bounded to 2 tiles. Once two steps
+    // have run, a step — streamed backward, update, dropping the gradient — makes one
+    // carrier of the family (the gradient's secondary tier): the gradient's tiles are written
+    // into the spares the dropped gradient gave back and the update's into the tiles it
+    // replaced.
+    let faults = Faults::sticky();
+    let values: Vec<f64> = (0..24).map(|i| f64::from(i) * 0.25).collect();
+    let bound = Arc::new(Meter {
+        capacity: Some(2),
+        ..Meter::default()
+    });
+    let w_carrier = TiledEvictable::carrier(
+        &Cpu::from_f32(&[], true).unwrap(),
+        &Faulty::carrier(&faults, &values),
+        &[3, 2],
+        &[2, 2],
+        Some(bound),
+    )
+    .unwrap();
+    let w = Tensor::compact(w_carrier.clone(), Shape::new((6, 4)).unwrap()).unwrap();
+    w.set_requires_grad(true).unwrap();
+    let ones = cpu(&[1.0; 6], Shape::new(6).unwrap());
+    let mut dense: Vec<f64> = values.clone();
+    let step = |w: &Tensor| {
+        let rows = ops::reduce_sum(&ops::mul(w, 2.0).unwrap()).unwrap();
+        rows.backward(Some(&ones), false).unwrap();
+        let g = w.grad().unwrap();
+        TiledEvictable::add_scaled(w, &g, -0.125).unwrap();
+        w.set_grad(None).unwrap();
+    };
+    for _ in 0..2 {
+        step(&w);
+        // The gradient of 2w is 2: w ← w − 0.125 · 2.
+        dense.iter_mut().for_each(|v| *v -= 0.25);
+    }
+    let live = faults.live();
+    for epoch in 0..3 {
+        // One factory call is left: the gradient's secondary tier.
+        Faults::arm(&faults.allocations, 1);
+        step(&w);
+        Faults::arm(&faults.allocations, -1);
+        dense.iter_mut().for_each(|v| *v -= 0.25);
+        let read: Vec<f64> = (0..24)
+            .map(|i| w_carrier.get(i).unwrap().as_f64().unwrap())
+            .collect();
+        for (got, want) in read.iter().zip(&dense) {
+            assert!((got - want).abs() <= 1e-5, "epoch {epoch}: {got} vs {want}");
+        }
+        // The family counts the carriers it made and did not see released: each dropped
+        // gradient's own (empty) secondary tier, which a drop does not release — and
+        // nothing else: the dropped gradient's tiles went back as spares.
+        assert_eq!(faults.live(), live + epoch as i64 + 1, "epoch {epoch}");
+        assert!(TiledEvictable::primary_tiles(&w_carrier)
+            .unwrap()
+            .is_empty());
+    }
+    let dropped_tiers = 5;
+    w_carrier.release().unwrap();
+    assert_eq!(
+        faults.live(),
+        dropped_tiers,
+        "the tiles, the spares and the seed tier are released"
+    );
+}

@@ -66,6 +66,9 @@ pub(crate) fn on_primary(homes: &[Tier]) -> usize {
 pub(crate) struct GradientSink {
     fresh: Carrier,
     table: Arc<TileTable>,
+    /// The table of the tensor's carrier: its spares are the first destinations of the
+    /// gradient's secondary tiles, and get them back when the gradient is dropped.
+    home: Arc<TileTable>,
     /// The partial gradient of each tile not yet complete.
     parts: Vec<Option<Tensor>>,
     /// How many contributions each tile still expects.
@@ -99,9 +102,11 @@ impl GradientSink {
                 return Err(error);
             }
         };
+        table.set_spare_home(operand.table());
         Ok(GradientSink {
             fresh,
             table,
+            home: Arc::clone(operand.table()),
             parts: vec![None; grid.tile_count()],
             remaining,
             homes,
@@ -150,11 +155,26 @@ impl GradientSink {
         let carrier = if home.class() == compact.class() {
             compact
         } else {
-            let destination = home.allocate_like(grid.tile_size(), true, None, true)?;
-            let moved = Tensor::new(compact, 0, flat(&[grid.tile_size()], &[1])?)
+            let size = grid.tile_size();
+            let spare = self.home.take_spare(|c| {
+                c.class() == home.class()
+                    && c.dtype() == home.dtype()
+                    && c.size() == size
+                    && !c.is_released()
+            });
+            let (destination, spare) = match spare {
+                Some(spare) => (spare, true),
+                None => (home.allocate_like(size, true, None, true)?, false),
+            };
+            // A fresh carrier or a spare: its old contents are not kept.
+            let moved = Tensor::new(compact, 0, flat(&[size], &[1])?)
                 .and_then(|tile| move_to_scratch(&tile, &destination));
             if let Err(error) = moved {
-                let _ = destination.release();
+                if spare {
+                    self.home.keep_spares(vec![destination]);
+                } else {
+                    let _ = destination.release();
+                }
                 return Err(error);
             }
             destination

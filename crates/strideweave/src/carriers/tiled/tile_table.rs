@@ -1,7 +1,7 @@
 //! [`TileTable`]: the shared tile states, tile copies, owned tiers and pending residency
 //! requests of one TiledEvictable.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use std::time::Duration;
 
@@ -101,8 +101,13 @@ pub(crate) struct TileTable {
     /// Carriers of the secondary tier, one tile's size each, that an in-place update
     /// replaced: the destinations of the next update's new copies, so that repeated updates
     /// overwrite what the tier already holds instead of making (and later freeing) a carrier
-    /// per tile each time. At most one per tile; released with the carrier.
+    /// per tile each time; the gradients its streamed backward builds take theirs from here
+    /// too and give them back when they are dropped. At most two per tile; released with the
+    /// carrier.
     spares: Mutex<Vec<Carrier>>,
+    /// The carrier (a parameter) whose spares this one's secondary tiles go back to when it
+    /// is dropped: set for a gradient its streamed backward built.
+    spare_home: Mutex<Option<Weak<TileTable>>>,
     /// Held while a residency transfer copies a tile out of a full seed tier in bulk (the
     /// copy claims that tier, so a write to it would fail meanwhile): seed-slot writes wait
     /// for it, and a transfer that cannot take it copies slot by slot instead. Reentrant, so
@@ -172,6 +177,7 @@ impl TileTable {
             staging: Mutex::new(Vec::new()),
             whole_staging: Mutex::new(None),
             spares: Mutex::new(Vec::new()),
+            spare_home: Mutex::new(None),
             seed: ReentrantMutex::new(()),
         }
     }
@@ -244,28 +250,41 @@ impl TileTable {
         std::mem::take(&mut *self.spares.lock())
     }
 
+    /// One kept spare for which `fits` holds, taken.
+    pub(crate) fn take_spare(&self, fits: impl Fn(&Carrier) -> bool) -> Option<Carrier> {
+        let mut spares = self.spares.lock();
+        let found = spares.iter().position(fits)?;
+        Some(spares.swap_remove(found))
+    }
+
     /// Keeps `carriers` (secondary carriers of one tile's size whose contents nobody reads
-    /// again) for the next update, at most one per tile; the others are released, and all of
-    /// them once the table is released.
+    /// again) for the next update or backward, at most two per tile; the others are released,
+    /// and all of them once the table is released.
     pub(crate) fn keep_spares(&self, carriers: Vec<Carrier>) {
         let inner = self.lock();
-        let mut rest = Vec::new();
-        if inner.released {
-            rest = carriers;
-        } else {
-            let mut kept = self.spares.lock();
-            for carrier in carriers {
-                if kept.len() < self.grid.tile_count() {
-                    kept.push(carrier);
-                } else {
-                    rest.push(carrier);
-                }
-            }
-        }
+        let rest = self.keep_spares_under(&inner, carriers);
         drop(inner);
-        for carrier in rest {
-            let _ = carrier.release();
+        release_all(rest);
+    }
+
+    /// [`keep_spares`](Self::keep_spares) with the table's lock held as `inner`; returns the
+    /// carriers not kept.
+    fn keep_spares_under(&self, inner: &TableInner, carriers: Vec<Carrier>) -> Vec<Carrier> {
+        if inner.released {
+            return carriers;
         }
+        let mut kept = self.spares.lock();
+        let room = (2 * self.grid.tile_count()).saturating_sub(kept.len());
+        let mut carriers = carriers;
+        let rest = carriers.split_off(room.min(carriers.len()));
+        kept.extend(carriers);
+        rest
+    }
+
+    /// Makes `home`'s spares the place this carrier's secondary tiles go to when it is
+    /// dropped (see [`Drop`]).
+    pub(crate) fn set_spare_home(&self, home: &Arc<TileTable>) {
+        *self.spare_home.lock() = Some(Arc::downgrade(home));
     }
 
     /// The slots this carrier has on its primary tier: its primary tiles (none once released).
@@ -814,5 +833,59 @@ struct ElementPin<'a> {
 impl Drop for ElementPin<'_> {
     fn drop(&mut self) {
         self.table.unpin(self.id, &[self.tile]);
+    }
+}
+
+/// A dropped gradient gives its secondary tiles to the spares of the carrier it is the
+/// gradient of (when that carrier is alive and not busy: its lock is only tried, so a drop
+/// never waits), for that carrier's next backward or update to write into; anything else
+/// is dropped with the table. A released table gave up its tiles already.
+impl Drop for TileTable {
+    fn drop(&mut self) {
+        let Some(home) = self
+            .spare_home
+            .get_mut()
+            .take()
+            .and_then(|home| home.upgrade())
+        else {
+            return;
+        };
+        let inner = self.inner.get_mut();
+        if inner.released {
+            return;
+        }
+        let secondary = self.secondary.carrier();
+        let size = self.grid.tile_size();
+        let mut spares = Vec::new();
+        for entry in &mut inner.tiles {
+            if entry.location != TileLocation::Secondary {
+                continue;
+            }
+            if let Some(TileCopy::Own(carrier)) = &entry.copy {
+                if carrier.class() == secondary.class()
+                    && carrier.dtype() == secondary.dtype()
+                    && carrier.size() == size
+                    && !carrier.is_released()
+                {
+                    spares.push(carrier.clone());
+                    entry.copy = None;
+                    entry.location = TileLocation::Invalid;
+                }
+            }
+        }
+        if spares.is_empty() {
+            return;
+        }
+        let rest = match home.inner.try_lock() {
+            Some(home_inner) => home.keep_spares_under(&home_inner, spares),
+            None => spares,
+        };
+        release_all(rest);
+    }
+}
+
+fn release_all(carriers: Vec<Carrier>) {
+    for carrier in carriers {
+        let _ = carrier.release();
     }
 }

@@ -23,9 +23,10 @@ impl TiledEvictable {
     /// written back as a new copy **on the tier the target tile was on** (an implicit target
     /// tile's new copy goes to the secondary tier when the capacity bounds the primary, else
     /// to the primary). A new copy on a tier of another class than the primary's is moved
-    /// into a carrier of that tier: one that an earlier update replaced, when the target
-    /// keeps such a spare (at most one per tile, on the secondary tier, released with the
-    /// target), otherwise a fresh one from the tier's factory. The SGD step of out-of-core
+    /// into a carrier of that tier: a spare the target keeps (a tile an earlier update
+    /// replaced, or one a dropped gradient of the target gave back; at most two per tile, on
+    /// the secondary tier, released with the target), otherwise a fresh one from the tier's
+    /// factory. The SGD step of out-of-core
     /// training: `add_scaled(&w, &w.grad(), -lr)`.
     ///
     /// All or nothing: every new copy is made first and the table is switched in one step,
