@@ -11,7 +11,7 @@ use crate::carrier::{ErasedCarrier, MovementHooks};
 use crate::carriers::extension::state_lock::{ExclusiveState, SharedState, StateLock};
 use crate::carriers::extension::{
     carrier_definition, freeze_execution_set, AllocationContents, CarrierDefinition, CarrierFacet,
-    CompositeProvider, ExecutionSet, FreshRequest,
+    CompositeProvider, FreshRequest,
 };
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
@@ -31,8 +31,6 @@ pub(crate) struct DefinedBody<S> {
     /// an empty carrier grows as a move destination).
     extent: AtomicUsize,
     state: StateLock<S>,
-    /// The frozen execution set of a kernel-backed definition (`None` when storage-only).
-    kernels: Option<Arc<ExecutionSet>>,
 }
 
 impl Carrier {
@@ -160,7 +158,6 @@ impl<S: Send + Sync + 'static> DefinedBody<S> {
             definition,
             extent: AtomicUsize::new(slots),
             state: StateLock::new(state),
-            kernels: kernels.clone(),
         };
         let authority = match (kernels, definition_composite) {
             (Some(set), _) => Authority::Kernels(set),
@@ -233,7 +230,11 @@ impl<S: Send + Sync + 'static> DefinedBody<S> {
     /// its plans are gated when the forward runs, on the executing instance.
     fn dispatch(&self, name: &str) -> Result<Operation> {
         let class = self.class;
-        if self.kernels.is_none() && self.definition.composite().is_none() {
+        let kernels = self
+            .definition
+            .kernels()
+            .map(|provider| freeze_execution_set(class, provider));
+        if kernels.is_none() && self.definition.composite().is_none() {
             return Err(Error::UnsupportedOperationPlan(
                 UnsupportedOperationPlan::new(
                     name,
@@ -249,7 +250,7 @@ impl<S: Send + Sync + 'static> DefinedBody<S> {
                 "{class} dispatches no operation '{name}': no operation of that name is defined"
             ))
         })?;
-        if let Some(kernels) = &self.kernels {
+        if let Some(kernels) = &kernels {
             let name = definition.name();
             if !kernels.capabilities().iter().any(|c| c.operation() == name) {
                 return Err(Error::UnsupportedOperationPlan(
