@@ -310,9 +310,9 @@ pub(crate) enum Check {
 /// The publication check: results match their specifications exactly (on `class`, or on
 /// the declared `result_classes` of a composite provider), none is an operand object it was
 /// not declared to alias (a view of an operand's storage is allowed), and no operand was
-/// mutated (a
-/// `ProviderContract` error otherwise). An operand whose version moved with no write by the
-/// provider on record was written by another thread meanwhile: a Runtime error saying so.
+/// mutated (a `ProviderContract` error otherwise). An operand whose version moved with no
+/// write by the provider on record was written by another thread meanwhile: a Runtime error
+/// saying so.
 pub(crate) fn validate(
     invocation: &ResolvedInvocation,
     class: CarrierClass,
@@ -322,39 +322,45 @@ pub(crate) fn validate(
     scope: &ProviderScope,
     check: Check,
 ) -> Result<()> {
-    let name = invocation.call().definition().name();
-    let contract = |what: String| {
-        Err(Error::ProviderContract(format!(
-            "'{name}' on {class}: {what}"
-        )))
-    };
     let specs = invocation.results();
     if outputs.len() != specs.len() {
-        return contract(format!(
-            "returned {} results, expected {}",
-            outputs.len(),
-            specs.len()
+        return Err(contract(
+            invocation,
+            class,
+            format!(
+                "returned {} results, expected {}",
+                outputs.len(),
+                specs.len()
+            ),
         ));
     }
-    let operands = || {
-        invocation
-            .call()
-            .operands()
-            .iter()
-            .filter_map(Operand::as_tensor)
-    };
-    let checked = if check == Check::ResultsAndOperandVersions {
-        specs.len()
-    } else {
-        0
-    };
-    for (i, (output, spec)) in outputs.iter().zip(&specs[..checked]).enumerate() {
+    if check == Check::ResultsAndOperandVersions {
+        check_results(invocation, class, result_classes, outputs)?;
+    }
+    check_operand_versions(invocation, class, versions, scope)
+}
+
+/// A `ProviderContract` error of `invocation` on `class`.
+#[cold]
+fn contract(invocation: &ResolvedInvocation, class: CarrierClass, what: String) -> Error {
+    Error::ProviderContract(format!(
+        "'{}' on {class}: {what}",
+        invocation.call().definition().name()
+    ))
+}
+
+/// Every result against its specification (see [`validate`]).
+fn check_results(
+    invocation: &ResolvedInvocation,
+    class: CarrierClass,
+    result_classes: Option<&[CarrierClass]>,
+    outputs: &[Tensor],
+) -> Result<()> {
+    let contract = |what: String| Err(contract(invocation, class, what));
+    let operands = invocation.call().operands();
+    for (i, (output, spec)) in outputs.iter().zip(invocation.results()).enumerate() {
         if let Some(alias) = spec.alias_of() {
-            let same = invocation
-                .call()
-                .operands()
-                .get(alias)
-                .and_then(Operand::as_tensor);
+            let same = operands.get(alias).and_then(Operand::as_tensor);
             if !same.is_some_and(|t| t.same_as(output)) {
                 return contract(format!("result {i} must be operand {alias} itself"));
             }
@@ -394,35 +400,64 @@ pub(crate) fn validate(
         }
         // A view sharing an operand's storage is a result like any other; the operand object
         // itself is one only when declared with `alias_of`.
-        if let Some(position) = operands().position(|t| t.same_as(output)) {
+        if let Some(position) = operands
+            .iter()
+            .filter_map(Operand::as_tensor)
+            .position(|t| t.same_as(output))
+        {
             return contract(format!(
                 "result {i} is tensor operand {position} itself, which its spec does not declare with alias_of"
             ));
         }
     }
-    let mutated = invocation.mutated_operands();
-    let changed = invocation
-        .call()
-        .operands()
-        .iter()
-        .enumerate()
-        .filter_map(|(index, operand)| Some((index, operand.as_tensor()?)))
-        .zip(versions.as_slice())
-        .enumerate()
-        .find(|(_, ((index, tensor), &version))| {
-            tensor.version() != version && !mutated.contains(index)
-        })
-        .map(|(position, ((_, tensor), _))| (position, tensor));
-    if let Some((position, tensor)) = changed {
-        if scope.wrote(tensor.carrier().id()) {
-            return contract(format!(
-                "tensor operand {position} was mutated by the provider"
-            ));
+    Ok(())
+}
+
+/// No tensor operand's version moved during the call unless the invocation declares it
+/// mutated (see [`validate`]).
+#[inline]
+fn check_operand_versions(
+    invocation: &ResolvedInvocation,
+    class: CarrierClass,
+    versions: &Versions,
+    scope: &ProviderScope,
+) -> Result<()> {
+    let mut before = versions.as_slice().iter();
+    for (index, operand) in invocation.call().operands().iter().enumerate() {
+        let Some(tensor) = operand.as_tensor() else {
+            continue;
+        };
+        let Some(&version) = before.next() else {
+            break;
+        };
+        if tensor.version() != version && !invocation.mutated_operands().contains(&index) {
+            let position = versions.as_slice().len() - before.len() - 1;
+            return Err(changed_operand(invocation, class, tensor, position, scope));
         }
-        return Err(Error::Runtime(format!(
-            "'{name}' on {class}: tensor operand {position} was written by another thread while \
-             the operation ran; its results were discarded"
-        )));
     }
     Ok(())
+}
+
+/// The error for tensor operand `position` whose version moved undeclared: the provider's
+/// contract violation when its own work wrote it, another thread's write otherwise.
+#[cold]
+fn changed_operand(
+    invocation: &ResolvedInvocation,
+    class: CarrierClass,
+    tensor: &Tensor,
+    position: usize,
+    scope: &ProviderScope,
+) -> Error {
+    if scope.wrote(tensor.carrier().id()) {
+        return contract(
+            invocation,
+            class,
+            format!("tensor operand {position} was mutated by the provider"),
+        );
+    }
+    Error::Runtime(format!(
+        "'{}' on {class}: tensor operand {position} was written by another thread while \
+         the operation ran; its results were discarded",
+        invocation.call().definition().name()
+    ))
 }

@@ -159,13 +159,34 @@ impl OperandPlan {
 /// Immutable, hashable and cheap to clone. Plans sort by the string tuple `(operation,
 /// operands, compute, accumulation, accumulator dtype, output)` (docs/carriers.md, Capabilities),
 /// the deterministic order of every capability list.
-#[derive(Clone, Eq)]
+#[derive(Clone)]
 pub struct OperationPlan {
-    inner: Arc<PlanFields>,
+    inner: Fields,
+}
+
+/// Where a plan's fields live: shared by reference count, or in static memory for a plan
+/// kept for the life of the process (a built-in definition's plan cache), whose clones and
+/// drops then cost no atomic operation.
+#[derive(Clone)]
+enum Fields {
+    Shared(Arc<PlanFields>),
+    Static(&'static PlanFields),
+}
+
+impl std::ops::Deref for Fields {
+    type Target = PlanFields;
+
+    #[inline]
+    fn deref(&self) -> &PlanFields {
+        match self {
+            Fields::Shared(fields) => fields,
+            Fields::Static(fields) => fields,
+        }
+    }
 }
 
 /// The fields of an [`OperationPlan`], shared by its clones.
-#[derive(Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct PlanFields {
     operation: Arc<str>,
     operands: Box<[OperandPlan]>,
@@ -177,13 +198,15 @@ struct PlanFields {
 
 impl PartialEq for OperationPlan {
     fn eq(&self, other: &Self) -> bool {
-        self.same_as(other) || self.inner == other.inner
+        self.same_as(other) || *self.inner == *other.inner
     }
 }
 
+impl Eq for OperationPlan {}
+
 impl Hash for OperationPlan {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.inner.hash(state);
+        (*self.inner).hash(state);
     }
 }
 
@@ -234,20 +257,40 @@ impl OperationPlan {
             )));
         }
         Ok(OperationPlan {
-            inner: Arc::new(PlanFields {
+            inner: Fields::Shared(Arc::new(PlanFields {
                 operation: operation.into(),
                 operands,
                 compute,
                 accumulation,
                 accumulator_dtype,
                 output,
-            }),
+            })),
         })
+    }
+
+    /// This plan with its fields moved to static memory for the rest of the process, so
+    /// that its clones cost no reference count. Only for plans kept that long anyway (each
+    /// call leaks one copy of the fields): a built-in definition's bounded plan cache.
+    pub(crate) fn into_static(self) -> OperationPlan {
+        match self.inner {
+            Fields::Static(_) => self,
+            Fields::Shared(fields) => OperationPlan {
+                inner: Fields::Static(Box::leak(Box::new(
+                    Arc::try_unwrap(fields).unwrap_or_else(|shared| (*shared).clone()),
+                ))),
+            },
+        }
+    }
+
+    /// Whether the fields are in static memory.
+    #[cfg(test)]
+    pub(crate) fn is_static(&self) -> bool {
+        matches!(self.inner, Fields::Static(_))
     }
 
     /// Whether `self` and `other` are clones of one plan (equal plans built apart are not).
     pub(crate) fn same_as(&self, other: &OperationPlan) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
+        std::ptr::eq::<PlanFields>(&*self.inner, &*other.inner)
     }
 
     /// The operation name.

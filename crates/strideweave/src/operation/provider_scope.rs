@@ -64,28 +64,39 @@ struct Journal {
     changes: Mutex<Vec<Change>>,
 }
 
-thread_local! {
+/// A thread's provider work: one thread-local, so opening and ending a scope reach it once.
+struct ThreadWork {
     /// How many provider scopes (or entered pieces of work) are open on this thread.
-    static DEPTH: Cell<usize> = const { Cell::new(0) };
-    /// The journal of the work this thread runs for, while `DEPTH > 0`.
-    static CURRENT: RefCell<Option<Arc<Journal>>> = const { RefCell::new(None) };
+    depth: Cell<usize>,
+    /// The journal of the work this thread runs for, while `depth > 0`.
+    current: RefCell<Option<Arc<Journal>>>,
 }
 
-/// Whether provider work is running on this thread (so writes are journaled).
+thread_local! {
+    static WORK: ThreadWork = const {
+        ThreadWork {
+            depth: Cell::new(0),
+            current: RefCell::new(None),
+        }
+    };
+}
+
+/// Whether provider work is running on this thread (so writes are journaled). None is
+/// while the thread's locals are being destroyed (a write from another local's destructor).
 #[inline]
 pub(crate) fn journaling() -> bool {
-    DEPTH.get() > 0
+    WORK.try_with(|work| work.depth.get() > 0).unwrap_or(false)
 }
 
 /// The journal of the work running on this thread, if anything was journaled or shared yet.
 fn current() -> Option<Arc<Journal>> {
-    CURRENT.with_borrow(Clone::clone)
+    WORK.with(|work| work.current.borrow().clone())
 }
 
 /// The journal of the work running on this thread, made on first use (so provider work that
 /// writes nothing allocates nothing).
 fn current_or_new() -> Arc<Journal> {
-    CURRENT.with_borrow_mut(|current| Arc::clone(current.get_or_insert_with(Arc::default)))
+    WORK.with(|work| Arc::clone(work.current.borrow_mut().get_or_insert_with(Arc::default)))
 }
 
 /// Records the current values of `slots` of `carrier` (each in range) before a write, when
@@ -132,8 +143,13 @@ impl ProviderScope {
     /// Opens a scope: writes on this thread (and on threads entered into its work) are
     /// journaled until it ends. Inside open provider work it continues that work's journal.
     pub(crate) fn open() -> ProviderScope {
-        DEPTH.set(DEPTH.get() + 1);
-        let start = current().map_or(0, |journal| journal.changes.lock().len());
+        let start = WORK.with(|work| {
+            work.depth.set(work.depth.get() + 1);
+            work.current
+                .borrow()
+                .as_ref()
+                .map_or(0, |journal| journal.changes.lock().len())
+        });
         ProviderScope {
             start,
             committed: false,
@@ -173,14 +189,18 @@ impl Drop for ProviderScope {
                 }
             }
         }
-        let depth = DEPTH.get().saturating_sub(1);
-        DEPTH.set(depth);
-        if depth == 0 {
-            // The outermost work ended: its journal (with the kept changes' carrier
-            // handles) is dropped outside the borrow.
-            let ended = CURRENT.with_borrow_mut(Option::take);
-            drop(ended);
-        }
+        let ended = WORK.with(|work| {
+            let depth = work.depth.get().saturating_sub(1);
+            work.depth.set(depth);
+            // The outermost work ended: its journal goes with it.
+            if depth == 0 {
+                work.current.borrow_mut().take()
+            } else {
+                None
+            }
+        });
+        // Dropped outside the borrow: the kept changes hold carrier handles.
+        drop(ended);
     }
 }
 
@@ -224,16 +244,21 @@ impl ProviderWork {
         }
         impl Drop for Left {
             fn drop(&mut self) {
-                DEPTH.set(self.depth);
-                let replaced = CURRENT
-                    .with_borrow_mut(|current| std::mem::replace(current, self.previous.take()));
+                let replaced = WORK.with(|work| {
+                    work.depth.set(self.depth);
+                    std::mem::replace(&mut *work.current.borrow_mut(), self.previous.take())
+                });
                 drop(replaced);
             }
         }
-        let depth = DEPTH.get();
-        let previous =
-            CURRENT.with_borrow_mut(|current| current.replace(Arc::clone(&self.journal)));
-        DEPTH.set(depth + 1);
+        let (previous, depth) = WORK.with(|work| {
+            let depth = work.depth.get();
+            work.depth.set(depth + 1);
+            (
+                work.current.borrow_mut().replace(Arc::clone(&self.journal)),
+                depth,
+            )
+        });
         let _left = Left { previous, depth };
         work()
     }

@@ -174,15 +174,19 @@ impl PlanCache {
             .map(|(_, plan)| plan.clone())
     }
 
-    /// Remembers `plan` for `key` (while there is room and `key` is new): the first empty
-    /// slot takes it; a slot another thread filled first is checked and passed.
-    fn insert(&self, key: PlanKey, plan: &OperationPlan) {
+    /// Remembers `plan` for `key` (while there is room and `key` is new) and returns the plan
+    /// kept for `key`: the first empty slot takes it, in static memory (the cache lives as
+    /// long as the process, and holds at most [`PLAN_CACHE_CAPACITY`] plans), so the clones
+    /// every later call takes cost no reference count; a slot another thread filled first
+    /// is checked and passed. With no room left, `plan` itself.
+    fn insert(&self, key: PlanKey, plan: OperationPlan) -> OperationPlan {
         for slot in &self.plans {
-            let (held, _) = slot.get_or_init(|| (key, plan.clone()));
+            let (held, kept) = slot.get_or_init(|| (key, plan.clone().into_static()));
             if *held == key {
-                return;
+                return kept.clone();
             }
         }
+        plan
     }
 }
 
@@ -231,10 +235,10 @@ pub(crate) fn resolve(
                 })
                 .collect();
             let plan = plan_builtin(builtin, &plan_operands, accumulator)?;
-            if let Some(key) = key {
-                plans.insert(key, &plan);
+            match key {
+                Some(key) => plans.insert(key, plan),
+                None => plan,
             }
-            plan
         }
     };
     let result = if spec.rule == ShapeRule::Broadcast {
@@ -391,4 +395,68 @@ fn contracted_shape(name: &str, lhs: &Shape, rhs: &Shape) -> Result<Shape> {
     let n = Layout::column_major(lhs.mode(0)?);
     let m = Layout::column_major(rhs.mode(0)?);
     Ok(Layout::from_modes(&[n, m])?.shape().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operation::plan::{Arithmetic, OperandPlan};
+
+    fn plan(output: DType) -> Result<OperationPlan> {
+        OperationPlan::new(
+            "add",
+            [OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32)?],
+            Arithmetic::Binary32,
+            None,
+            None,
+            output,
+        )
+    }
+
+    /// A distinct key for each `n < 7³`.
+    fn key(n: usize) -> PlanKey {
+        let kinds = [
+            KeyOperand::Tensor(DType::FLOAT32),
+            KeyOperand::Tensor(DType::INT32),
+            KeyOperand::Tensor(DType::BOOL),
+            KeyOperand::Int { fits_int32: true },
+            KeyOperand::Int { fits_int32: false },
+            KeyOperand::Float,
+            KeyOperand::Bool,
+        ];
+        PlanKey {
+            operands: [
+                Some(kinds[n % 7]),
+                Some(kinds[n / 7 % 7]),
+                Some(kinds[n / 49 % 7]),
+            ],
+            accumulator: None,
+        }
+    }
+
+    #[test]
+    fn the_plan_cache_keeps_one_static_plan_per_key_while_it_has_room() -> Result<()> {
+        let cache = PlanCache::default();
+        let given = plan(DType::FLOAT32)?;
+        assert!(!given.is_static());
+        let kept = cache.insert(key(0), given.clone());
+        assert!(kept.is_static());
+        assert_eq!(kept, given);
+        assert!(!kept.same_as(&given));
+        assert!(cache.get(&key(0)).is_some_and(|p| p.same_as(&kept)));
+        // The first plan for a key stays; a later one for it is not kept.
+        let again = cache.insert(key(0), plan(DType::INT32)?);
+        assert!(again.same_as(&kept));
+        assert_eq!(again.output(), DType::FLOAT32);
+        for n in 1..PLAN_CACHE_CAPACITY {
+            assert!(cache.insert(key(n), plan(DType::FLOAT32)?).is_static());
+        }
+        // A full cache hands the plan back as it was given and keeps nothing.
+        let overflow = plan(DType::FLOAT32)?;
+        let returned = cache.insert(key(PLAN_CACHE_CAPACITY), overflow.clone());
+        assert!(returned.same_as(&overflow) && !returned.is_static());
+        assert!(cache.get(&key(PLAN_CACHE_CAPACITY)).is_none());
+        assert!(cache.get(&key(PLAN_CACHE_CAPACITY - 1)).is_some());
+        Ok(())
+    }
 }
