@@ -523,3 +523,131 @@ fn inline_reductions_compute_what_the_general_loop_computes() -> Result<()> {
     );
     Ok(())
 }
+
+/// An `(rows, k)` Float32 matmul operand holding `value(i, kk)` at `(i, kk)`, column-major or
+/// as the transposed view, `offset` slots into its carrier: inline slots when they fit and
+/// `heap` is false, else the leading slots of a carrier too large to keep them inline.
+fn product_operand(
+    (rows, k): (usize, usize),
+    value: impl Fn(usize, usize) -> f32,
+    transposed: bool,
+    offset: usize,
+    heap: bool,
+) -> Result<Tensor> {
+    let (text, position): (String, Box<dyn Fn(usize, usize) -> usize>) = if transposed {
+        (
+            format!("({rows},{k}):({k},1)"),
+            Box::new(move |i, kk| i * k + kk),
+        )
+    } else {
+        (
+            format!("({rows},{k}):(1,{rows})"),
+            Box::new(move |i, kk| i + kk * rows),
+        )
+    };
+    let mut slots = vec![-5.0f32; offset + rows * k];
+    for i in 0..rows {
+        for kk in 0..k {
+            slots[offset + position(i, kk)] = value(i, kk);
+        }
+    }
+    if heap {
+        slots.resize(80, 0.5);
+    }
+    Tensor::new(Cpu::from_f32(&slots, true)?, offset, text.parse()?)
+}
+
+#[test]
+fn inline_products_compute_what_the_general_product_computes() -> Result<()> {
+    // Small integers: every order of summation gives the same Float32 sums.
+    let exact_a = |i: usize, kk: usize| ((i * 7 + kk * 3) % 11) as f32 - 5.0;
+    let exact_b = |j: usize, kk: usize| ((j * 5 + kk * 13) % 9) as f32 - 4.0;
+    // Order-sensitive values: the inline arm sums in ascending k, a product then a sum.
+    let rough_a = |i: usize, kk: usize| {
+        if kk.is_multiple_of(2) {
+            1.0e7
+        } else {
+            0.3 + i as f32 * 0.11
+        }
+    };
+    let rough_b = |j: usize, kk: usize| {
+        if kk % 3 == 1 {
+            -1.0
+        } else {
+            0.7 + j as f32 * 0.13
+        }
+    };
+    let mut inline_cases = 0;
+    for n in 1..=5usize {
+        for m in 1..=6usize {
+            for k in 1..=5usize {
+                for (transposed, offset) in [(false, 0), (true, 0), (false, 1), (true, 1)] {
+                    let build = |heap: bool| -> Result<[Tensor; 2]> {
+                        Ok([
+                            product_operand((n, k), exact_a, transposed, offset, heap)?,
+                            product_operand((m, k), exact_b, !transposed, offset, heap)?,
+                        ])
+                    };
+                    let [a, b] = build(false)?;
+                    let [ha, hb] = build(true)?;
+                    let (inline, general) = (ops::matmul(&a, &b)?, ops::matmul(&ha, &hb)?);
+                    let expected: Vec<Value> = (0..m)
+                        .flat_map(|j| (0..n).map(move |i| (i, j)))
+                        .map(|(i, j)| {
+                            let sum: f32 = (0..k).map(|kk| exact_a(i, kk) * exact_b(j, kk)).sum();
+                            Value::Float(f64::from(sum))
+                        })
+                        .collect();
+                    let case =
+                        format!("({n},{k})·({m},{k}) transposed {transposed} offset {offset}");
+                    assert_eq!(inline.to_values()?, expected, "{case}");
+                    assert_eq!(general.to_values()?, expected, "{case}");
+                    assert_eq!(inline.layout(), general.layout(), "{case}");
+                    assert_eq!(inline.dtype(), DType::FLOAT32, "{case}");
+
+                    if n <= 4 && n * m <= 16 && (n * k + offset).max(m * k + offset) <= 16 {
+                        inline_cases += 1;
+                        let a = product_operand((n, k), rough_a, transposed, offset, false)?;
+                        let b = product_operand((m, k), rough_b, !transposed, offset, false)?;
+                        let got = bits(&ops::matmul(&a, &b)?)?;
+                        let want: Vec<u32> = (0..m)
+                            .flat_map(|j| (0..n).map(move |i| (i, j)))
+                            .map(|(i, j)| {
+                                let mut sum = 0.0f32;
+                                for kk in 0..k {
+                                    sum += rough_a(i, kk) * rough_b(j, kk);
+                                }
+                                sum.to_bits()
+                            })
+                            .collect();
+                        assert_eq!(got, want, "{case}, order-sensitive values");
+                    }
+                }
+            }
+        }
+    }
+    assert!(inline_cases > 100, "{inline_cases} inline cases");
+    // A broadcast operand (stride 0 along its rows) and an Int32 operand read as Float32
+    // take the same arm or fall through to the general product, with the same values.
+    let row: Tensor = Tensor::new(
+        Cpu::from_f32(&[1.5, -2.0, 4.0], true)?,
+        0,
+        "(4,3):(0,1)".parse()?,
+    )?;
+    let ints = Tensor::new(
+        Cpu::from_i32(&[1, 2, 3, 4, 5, 6], true)?,
+        0,
+        "(2,3):(1,2)".parse()?,
+    )?;
+    let product = ops::matmul(&row, &ints)?;
+    let expected: Vec<Value> = [[1, 3, 5], [2, 4, 6]]
+        .iter()
+        .flat_map(|r| {
+            let sum = 1.5 * r[0] as f32 - 2.0 * r[1] as f32 + 4.0 * r[2] as f32;
+            [Value::Float(f64::from(sum)); 4]
+        })
+        .collect();
+    assert_eq!(product.to_values()?, expected);
+    assert_eq!(product.dtype(), DType::FLOAT32);
+    Ok(())
+}

@@ -12,13 +12,17 @@
 //! there), multiplies in binary64 and rounds each result once. Int32 multiplies exactly:
 //! i64 products summed in i128, each result narrowed with an Overflow check.
 
+use std::sync::Arc;
+
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
 use super::parallel::{allowed, spread};
-use super::slots::{with_slots, Compute, Slots};
+use super::slots::{with_slots, Compute, Slots, Stored};
 use super::strided::{fits, walk_of};
 use super::{fresh_result, overflow, result_spec};
+use crate::carriers::cpu::{INLINE_F32, INLINE_WORDS};
+use crate::carriers::Cpu;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::operation::{Accumulation, Builtin, Operand, ResolvedInvocation};
@@ -293,6 +297,9 @@ fn float32(
     shape: Shape3,
 ) -> Result<Tensor> {
     let Shape3 { n, m, k } = shape;
+    if let Some(result) = tiny_float32(spec, lhs, rhs, shape) {
+        return Ok(result);
+    }
     with_slots(name, lhs.tensor, |ls| {
         with_slots(name, rhs.tensor, |rs| {
             let (a, b) = (
@@ -313,6 +320,92 @@ fn float32(
             })
         })
     })
+}
+
+/// The longest result column [`tiny_float32`] computes: one vector of four lanes.
+const TINY_ROWS: usize = 4;
+
+/// The first arm of the Float32 product: when the result fits a carrier's inline slots with
+/// columns of at most [`TINY_ROWS`], and both operands are Float32 kept inline with
+/// single-leaf modes (so `K` is small too), each operand is copied once under its sequence
+/// lock and packed on the stack, and each result is summed in ascending `k`, a product then
+/// a sum per step (no fused multiply-add). `None` otherwise, and for any operand the copy
+/// does not cover: the general path then runs and reports every error.
+#[inline]
+fn tiny_float32(
+    spec: &crate::operation::ResultSpec,
+    lhs: &Matrix<'_>,
+    rhs: &Matrix<'_>,
+    shape: Shape3,
+) -> Option<Tensor> {
+    let Shape3 { n, m, k } = shape;
+    if n > TINY_ROWS || n.checked_mul(m)? > INLINE_F32 {
+        return None;
+    }
+    // Column `kk` of lhs is the vector `a[kk]`; rhs(j, kk) is `b[j + kk·m]`.
+    let a: [[f32; TINY_ROWS]; INLINE_F32] = pack_inline(lhs, n, k)?;
+    let b: [[f32; 1]; INLINE_F32] = pack_inline(rhs, m, k)?;
+    let mut out = [0.0f32; INLINE_F32];
+    for j in 0..m {
+        let mut sums = [0.0f32; TINY_ROWS];
+        for (kk, column) in a.iter().enumerate().take(k) {
+            let [r] = *b.get(j + kk * m)?;
+            for (sum, &l) in sums.iter_mut().zip(column) {
+                *sum += l * r;
+            }
+        }
+        for (i, &sum) in sums.iter().enumerate().take(n) {
+            *out.get_mut(i + j * n)? = sum;
+        }
+    }
+    Some(Tensor::fresh(
+        f32::inline(out.get(..n * m)?),
+        Arc::clone(spec.shared_layout()),
+    ))
+}
+
+/// The `rows × cols` elements of `matrix` in `L`-lane groups: element `(r, c)` is lane
+/// `(c·rows + r) mod L` of group `(c·rows + r) div L` for one lane (`L = 1`), lane `r` of
+/// group `c` for `L ≥ rows`. Only when it is a Float32 operand kept inline (read as one
+/// consistent copy, lock-free) whose modes are single leaves, whose last element lies
+/// inside its slots and whose elements fit the groups.
+#[inline]
+fn pack_inline<const L: usize>(
+    matrix: &Matrix<'_>,
+    rows: usize,
+    cols: usize,
+) -> Option<[[f32; L]; INLINE_F32]> {
+    let tensor = matrix.tensor;
+    let pitch = if L == 1 { rows } else { L };
+    if tensor.dtype() != DType::FLOAT32 || rows > pitch || cols.checked_mul(pitch)? > INLINE_F32 * L
+    {
+        return None;
+    }
+    let (row_stride, col_stride) = matrix.strides()?;
+    let mut words = [0u32; INLINE_WORDS];
+    let count = tensor
+        .carrier()
+        .downcast_ref::<Cpu>()?
+        .copy_inline(&mut words)?;
+    let slots = bytemuck::cast_slice::<u32, f32>(&words).get(..count)?;
+    let offset = tensor.offset();
+    let mut packed = [[0.0f32; L]; INLINE_F32];
+    let lanes = packed.as_flattened_mut();
+    if row_stride == 1 && (col_stride == pitch || cols == 1) && pitch == rows {
+        // Already laid out as the groups are: one copy.
+        let len = rows.checked_mul(cols)?;
+        lanes
+            .get_mut(..len)?
+            .copy_from_slice(slots.get(offset..offset.checked_add(len)?)?);
+        return Some(packed);
+    }
+    for c in 0..cols {
+        for r in 0..rows {
+            *lanes.get_mut(c * pitch + r)? =
+                *slots.get(offset + r * row_stride + c * col_stride)?;
+        }
+    }
+    Some(packed)
 }
 
 /// Float32 elements accumulated in binary64 and rounded once.
