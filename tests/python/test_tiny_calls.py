@@ -1,6 +1,9 @@
 """Tiny operations on CPU tensors keep the GIL (releasing it costs more than they do);
 larger ones, and those on other carriers, release it. Results are the same either way."""
 
+import pathlib
+import subprocess
+import sys
 from typing import Callable
 
 import pytest
@@ -41,3 +44,38 @@ def test_tiny_errors_are_unchanged() -> None:
         a + b
     with pytest.raises(ValueError, match=r"coordinate 5 is out of range \[0, 2\) for the whole of Shape 2"):
         a[5]
+
+
+def test_tiny_calls_never_wait_for_work_blocked_in_a_python_callback() -> None:
+    child = pathlib.Path(__file__).with_name("tiny_calls_child.py")
+    try:
+        finished = subprocess.run(
+            [sys.executable, str(child)], capture_output=True, text=True, timeout=120
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("a tiny call held the GIL while waiting for work blocked in a Python callback")
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.strip() == "no deadlock"
+
+
+class Index(int):
+    """An int subclass: a coordinate too, read through the general key path."""
+
+
+def test_one_int_key_reads_one_element_like_every_other_key_form() -> None:
+    t = sw.Tensor.compact(sw.CPU.from_values([1.0, 2.0, 3.0, 4.0]), (4,))
+    assert [t[i] for i in range(4)] == [1.0, 2.0, 3.0, 4.0]
+    assert t[2] == t[(2,)] == t[Index(2)] == 3.0
+    for key in (-1, 4, 2**70):
+        with pytest.raises(ValueError, match=rf"coordinate {key} is out of range \[0, 4\) for the whole of Shape 4"):
+            t[key]
+    with pytest.raises(ValueError, match="coordinate holds an integer beyond 128 bits"):
+        t[2**130]
+    for key, name in ((True, "bool"), (2.0, "float"), (None, "NoneType")):
+        with pytest.raises(TypeError, match=f"a tensor key holds ints, int tuples and slices, got {name}"):
+            t[key]  # type: ignore[index]
+    assert t[1:3].to_list() == [2.0, 3.0]
+    m = sw.Tensor.compact(sw.CPU.from_values([1.0, 2.0, 3.0, 4.0]), (2, 2))
+    with pytest.raises(ValueError, match=r"slice of Layout \(2,2\):\(1,2\) needs one key per mode \(2\), got 1"):
+        m[1]
+    assert m[1, 1] == 4.0

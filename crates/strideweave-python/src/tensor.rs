@@ -98,11 +98,21 @@ fn slice_bound(bound: Bound<'_, PyAny>, what: &str) -> PyResult<Option<i64>> {
 }
 
 fn parse_key(tensor: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Key> {
+    let rank = tensor.layout().rank();
     let items: Vec<Bound<'_, PyAny>> = match key.cast::<PyTuple>() {
         Ok(tuple) => tuple.iter().collect(),
+        // One `int` on a one-mode tensor is an element coordinate: read without gathering
+        // the key into a list first (the common `t[i]`; an exact `int` is never a `bool`, and
+        // other keys take the general path below).
+        Err(_) if rank == 1 && key.is_exact_instance_of::<PyInt>() => {
+            let coordinate = match key.extract::<i64>() {
+                Ok(int) => IntTuple::Int(int),
+                Err(_) => to_int_tuple(key, "coordinate")?,
+            };
+            return Ok(Key::Element(coordinate));
+        }
         Err(_) => vec![key.clone()],
     };
-    let rank = tensor.layout().rank();
     if items.len() == rank && items.iter().all(is_coordinate) {
         let coordinate = match items.as_slice() {
             [single] => to_int_tuple(single, "coordinate")?,
