@@ -797,10 +797,24 @@ impl<R: Reducer> pulp::WithSimd for Horizontal<'_, R> {
 /// The fold of contiguous `xs` in [`LANES`] independent lanes (element `t` into lane
 /// `t % LANES`), the lanes then merged pairwise: the one order of every contiguous horizontal
 /// run, whether or not it runs inside the vector-unit dispatch.
+///
+/// A run of at most 4 or 8 elements folds in that many lanes: the other lanes would hold the
+/// identity, and merging an accumulator with the identity leaves its bits unchanged for every
+/// reducer (−0.0 for sums, −∞ for maxima, …), so the narrower fold gives the same bits.
 #[inline(always)]
 fn lane_fold<R: Reducer>(r: R, xs: &[R::In]) -> R::Acc {
-    let mut lanes = [r.identity(); LANES];
-    let chunks = xs.chunks_exact(LANES);
+    match xs.len() {
+        0..=4 => fold_in_lanes::<R, 4>(r, xs),
+        5..=8 => fold_in_lanes::<R, 8>(r, xs),
+        _ => fold_in_lanes::<R, LANES>(r, xs),
+    }
+}
+
+/// [`lane_fold`] in `W` lanes (a power of two).
+#[inline(always)]
+fn fold_in_lanes<R: Reducer, const W: usize>(r: R, xs: &[R::In]) -> R::Acc {
+    let mut lanes = [r.identity(); W];
+    let chunks = xs.chunks_exact(W);
     let rest = chunks.remainder();
     for chunk in chunks {
         for (lane, &x) in lanes.iter_mut().zip(chunk) {
@@ -810,7 +824,7 @@ fn lane_fold<R: Reducer>(r: R, xs: &[R::In]) -> R::Acc {
     for (lane, &x) in lanes.iter_mut().zip(rest) {
         *lane = r.add(*lane, x);
     }
-    let mut width = LANES;
+    let mut width = W;
     while width > 1 {
         width /= 2;
         let (low, high) = lanes.split_at_mut(width);
@@ -824,6 +838,67 @@ fn lane_fold<R: Reducer>(r: R, xs: &[R::In]) -> R::Acc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every run of at most 8 of `values` (all starting points), folded in 4, 8 and 32 lanes.
+    fn assert_narrow_folds_match<R: Reducer>(
+        r: R,
+        values: &[R::In],
+        bits: impl Fn(R::Acc) -> u128,
+    ) {
+        for start in 0..values.len() {
+            for len in 0..=8.min(values.len() - start) {
+                let run = &values[start..start + len];
+                let wide = bits(fold_in_lanes::<R, LANES>(r, run));
+                if len <= 4 {
+                    assert_eq!(
+                        bits(fold_in_lanes::<R, 4>(r, run)),
+                        wide,
+                        "4 lanes, {start}+{len}"
+                    );
+                }
+                assert_eq!(
+                    bits(fold_in_lanes::<R, 8>(r, run)),
+                    wide,
+                    "8 lanes, {start}+{len}"
+                );
+                assert_eq!(bits(lane_fold(r, run)), wide, "lane_fold, {start}+{len}");
+            }
+        }
+    }
+
+    #[test]
+    fn short_runs_fold_in_fewer_lanes_to_the_same_bits() {
+        let floats = [
+            -0.0f32,
+            -0.0,
+            -0.0,
+            -0.0,
+            -0.0,
+            0.0,
+            -0.0,
+            f32::NAN,
+            1.0e8,
+            1.0,
+            -1.0e8,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.1,
+            -0.0,
+            3.5e-40,
+            -7.25,
+            0.0,
+            f32::MAX,
+            f32::MAX,
+        ];
+        let f32_bits = |x: f32| u128::from(x.to_bits());
+        assert_narrow_folds_match(SumF32, &floats, f32_bits);
+        assert_narrow_folds_match(MaxF32, &floats, f32_bits);
+        assert_narrow_folds_match(SumF64, &floats, |x: f64| u128::from(x.to_bits()));
+        let ints = [i32::MAX, i32::MIN, -1, 0, 7, i32::MAX, 3, -9, i32::MIN, 0];
+        assert_narrow_folds_match(SumI64, &ints, |x: i64| x as u128);
+        assert_narrow_folds_match(SumI128, &ints, |x: i128| x as u128);
+        assert_narrow_folds_match(MaxI32, &ints, |x: i32| x as u128);
+    }
 
     #[test]
     fn horizontal_folds_match_sequential_sums_on_exact_values() {
