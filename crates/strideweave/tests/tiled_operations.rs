@@ -754,10 +754,11 @@ fn a_tensor_larger_than_its_primary_tier_streams_through_it() {
 
 #[test]
 fn a_large_secondary_tile_of_a_float32_sum_is_staged_in_cache_sized_pieces() {
-    // Four tiles of 512 × 256 (131 072 slots) on a full Faulty secondary: a Float32 `reduce_sum`
-    // stages each in two pieces of 128 columns (65 536 slots each), sums every piece as it
-    // lands and reports one item per tile; a Float64 accumulation stages whole tiles.
-    let (rows, columns) = (512, 1024);
+    // Four tiles of 1024 × 256 (262 144 slots) on a full Faulty secondary: a Float32
+    // `reduce_sum` stages each in two pieces of 128 columns (131 072 slots each), sums every
+    // piece as it lands and reports one item per tile; a Float64 accumulation stages whole
+    // tiles.
+    let (rows, columns) = (1024, 1024);
     let values = wavy(rows * columns, 61);
     let reference = dense(&values, &[rows, columns]);
     for depth_capacity in [1, 3] {
@@ -801,7 +802,7 @@ fn a_large_secondary_tile_of_a_float32_sum_is_staged_in_cache_sized_pieces() {
         assert_eq!((last.staged_tiles(), last.staged_copies()), (4, 4));
         // A read failing in the second piece of the first tile publishes nothing; the retry
         // sums everything.
-        Faults::arm(&faults.reads, 65_536 + 10);
+        Faults::arm(&faults.reads, 131_072 + 10);
         expect_err(
             ops::reduce_sum(&x),
             ErrorKind::Runtime,

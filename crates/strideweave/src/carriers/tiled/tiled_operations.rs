@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::operation::{
     call, Builtin, Operand, OperationCapability, OptionValue, ResolvedInvocation,
 };
+use crate::parallelism::{with_parallelism, Parallelism};
 use crate::tensor::Tensor;
 
 /// The operations a TiledEvictable executes on raw tiled operands: those with a kind of
@@ -331,6 +332,7 @@ fn execute(
     progress: impl Fn(&TileProgress) -> Result<()>,
 ) -> Result<Tensor> {
     let name = invocation.call().definition().name();
+    let in_pieces: Vec<bool> = pieces.iter().map(|&count| count > 1).collect();
     let stream = TileStream::new(operands, depth).with_pieces(pieces);
     if let Some((whole, staged, allocated)) = whole_tensors(operands)? {
         // Every operand is still its full seed tier: one call computes the result.
@@ -370,7 +372,15 @@ fn execute(
     let mut state = work.start(invocation, primary)?;
     let total = work.items().len();
     stream.run(work.items(), |index, tiles, counters: StreamCounters| {
-        state.compute(index, tiles, &stream)?;
+        if in_pieces.get(index).copied().unwrap_or(false) {
+            // A piece is summed where it was copied, in this core's cache: split over the
+            // rayon pool it would be read again from the other core's.
+            with_parallelism(Parallelism::Sequential, || {
+                state.compute(index, tiles, &stream)
+            })?;
+        } else {
+            state.compute(index, tiles, &stream)?;
+        }
         if !counters.item_done {
             return Ok(());
         }
@@ -393,7 +403,8 @@ fn execute(
 /// `reduce_sum` (whose partial sums over mode 1 are added as they come) stages a secondary
 /// tile of a canonical operand in pieces of columns small enough to stay in the cache between
 /// their copy and their sum ([`pieces_for`]); every other item is computed whole. Work
-/// staged in pieces streams at depth 1: each piece is copied on the computing thread.
+/// staged in pieces streams at depth 1: each piece is copied on the computing thread and its
+/// kernel runs there, sequentially.
 fn pieces(invocation: &ResolvedInvocation, operands: &[TiledOperand], work: &Work) -> Vec<usize> {
     let [operand] = operands else {
         return Vec::new();
