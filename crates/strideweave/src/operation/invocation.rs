@@ -14,6 +14,7 @@ use crate::operation::definition::OperationDefinition;
 use crate::operation::plan::{OperandRole, OperationPlan};
 use crate::operation::schema::OptionValue;
 use crate::operation::Operand;
+use crate::tensor::shared_layout::SharedLayout;
 use crate::tensor::Tensor;
 
 /// The operands of a bound call: inline for the usual one, two or three, so binding a
@@ -150,7 +151,7 @@ impl fmt::Debug for BoundOperationCall {
 pub struct ResultSpec {
     dtype: DType,
     /// Shared with the result tensor a kernel builds (and often with an operand).
-    layout: Arc<Layout>,
+    layout: SharedLayout,
     alias_of: Option<usize>,
     atol: f64,
     rtol: f64,
@@ -159,11 +160,11 @@ pub struct ResultSpec {
 impl ResultSpec {
     /// A fresh result of `dtype` with exactly `layout` (its shape is the layout's).
     pub fn new(dtype: DType, layout: Layout) -> ResultSpec {
-        ResultSpec::shared(dtype, Arc::new(layout))
+        ResultSpec::shared(dtype, SharedLayout::counted(layout))
     }
 
     /// [`ResultSpec::new`] with a layout already shared (an operand's).
-    pub(crate) fn shared(dtype: DType, layout: Arc<Layout>) -> ResultSpec {
+    pub(crate) fn shared(dtype: DType, layout: SharedLayout) -> ResultSpec {
         ResultSpec {
             dtype,
             layout,
@@ -234,11 +235,11 @@ impl ResultSpec {
     /// # Ok::<(), strideweave::Error>(())
     /// ```
     pub fn tensor(&self, carrier: Carrier) -> Result<Tensor> {
-        Tensor::with_shared_layout(carrier, 0, Arc::clone(&self.layout))
+        Tensor::with_shared_layout(carrier, 0, self.layout.clone())
     }
 
     /// The exact result layout as the shared handle a result tensor can hold.
-    pub(crate) fn shared_layout(&self) -> &Arc<Layout> {
+    pub(crate) fn shared_layout(&self) -> &SharedLayout {
         &self.layout
     }
 

@@ -12,12 +12,14 @@ use crate::autograd::AutogradState;
 use crate::carrier::Carrier;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::tensor::shared_layout::SharedLayout;
 
 struct Inner {
     carrier: Carrier,
     offset: usize,
-    /// Shared, so a result under an operand's layout costs a reference count, not a copy.
-    layout: Arc<Layout>,
+    /// Shared, so a result under an operand's or a canonical layout costs at most a
+    /// reference count, not a copy.
+    layout: SharedLayout,
     dtype: DType,
     /// Gradient bookkeeping (framework-owned; see the autograd module).
     autograd: Mutex<AutogradState>,
@@ -54,7 +56,7 @@ impl Tensor {
     /// Fails with a Value error when the carrier's dtype has no storage schema or the slots
     /// `offset .. offset + cosize` do not fit in the carrier (a released carrier has none).
     pub fn new(carrier: Carrier, offset: usize, layout: Layout) -> Result<Tensor> {
-        Tensor::with_shared_layout(carrier, offset, Arc::new(layout))
+        Tensor::with_shared_layout(carrier, offset, SharedLayout::counted(layout))
     }
 
     /// [`Tensor::new`] with a layout already shared (a result spec's, an operand's), so the
@@ -62,7 +64,7 @@ impl Tensor {
     pub(crate) fn with_shared_layout(
         carrier: Carrier,
         offset: usize,
-        layout: Arc<Layout>,
+        layout: SharedLayout,
     ) -> Result<Tensor> {
         let dtype = carrier.dtype();
         if dtype.is_category() {
@@ -86,13 +88,13 @@ impl Tensor {
     /// The compact tensor of `layout` (a bijection onto its slots) over a fresh
     /// `carrier` that has exactly its slots: a kernel's result, already valid by
     /// construction, so none of [`Tensor::new`]'s checks are repeated.
-    pub(crate) fn fresh(carrier: Carrier, layout: Arc<Layout>) -> Tensor {
+    pub(crate) fn fresh(carrier: Carrier, layout: SharedLayout) -> Tensor {
         debug_assert!(layout.cosize() == carrier.size() && layout.cosize() == layout.size());
         let dtype = carrier.dtype();
         Tensor::assemble(carrier, 0, layout, dtype)
     }
 
-    fn assemble(carrier: Carrier, offset: usize, layout: Arc<Layout>, dtype: DType) -> Tensor {
+    fn assemble(carrier: Carrier, offset: usize, layout: SharedLayout, dtype: DType) -> Tensor {
         Tensor {
             inner: Arc::new(Inner {
                 carrier,
@@ -106,7 +108,7 @@ impl Tensor {
     }
 
     /// The compact column-major tensor of `shape` over `carrier` from slot 0. Its layout is
-    /// shared with other compact tensors and results of an equal shape made on this thread.
+    /// shared with other compact tensors and results of an equal shape.
     pub fn compact(carrier: Carrier, shape: Shape) -> Result<Tensor> {
         let layout = super::canonical_layouts::canonical_layout(shape);
         Tensor::with_shared_layout(carrier, 0, layout)
@@ -128,7 +130,7 @@ impl Tensor {
     }
 
     /// The layout as the shared handle this tensor holds.
-    pub(crate) fn shared_layout(&self) -> &Arc<Layout> {
+    pub(crate) fn shared_layout(&self) -> &SharedLayout {
         &self.inner.layout
     }
 

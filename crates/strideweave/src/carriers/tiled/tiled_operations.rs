@@ -366,7 +366,7 @@ fn execute(
         return Tensor::with_shared_layout(
             result.carrier().clone(),
             0,
-            Arc::clone(spec.shared_layout()),
+            spec.shared_layout().clone(),
         );
     }
     let mut state = work.start(invocation, primary)?;

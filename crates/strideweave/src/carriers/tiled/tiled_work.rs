@@ -2,8 +2,6 @@
 //! [`WorkState`], computing the items through the primary tier's public dispatch and
 //! assembling the dense result.
 
-use std::sync::Arc;
-
 use crate::carrier::Carrier;
 use crate::carriers::tiled::tile_grid::{decode, encode};
 use crate::carriers::tiled::tile_stream::{Fetch, TileStream};
@@ -487,7 +485,7 @@ impl WorkState<'_> {
                 .carrier()
                 .clone(),
         };
-        Tensor::with_shared_layout(carrier, 0, Arc::clone(spec.shared_layout()))
+        Tensor::with_shared_layout(carrier, 0, spec.shared_layout().clone())
     }
 }
 

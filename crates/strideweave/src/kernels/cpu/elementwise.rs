@@ -16,7 +16,6 @@
 //! Overflow error naming the operation and the operands.
 
 use crate::kernels::extrema::{maximum_f32, minimum_f32};
-use std::sync::Arc;
 
 use strideweave_layout::Layout;
 
@@ -360,7 +359,7 @@ fn tiny<T: Compute, O: Stored>(
     }
     Some(Tensor::fresh(
         O::inline(values),
-        Arc::clone(spec.shared_layout()),
+        spec.shared_layout().clone(),
     ))
 }
 

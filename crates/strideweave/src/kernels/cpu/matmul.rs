@@ -12,8 +12,6 @@
 //! there), multiplies in binary64 and rounds each result once. Int32 multiplies exactly:
 //! i64 products summed in i128, each result narrowed with an Overflow check.
 
-use std::sync::Arc;
-
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
@@ -360,7 +358,7 @@ fn tiny_float32(
     }
     Some(Tensor::fresh(
         f32::inline(out.get(..n * m)?),
-        Arc::clone(spec.shared_layout()),
+        spec.shared_layout().clone(),
     ))
 }
 

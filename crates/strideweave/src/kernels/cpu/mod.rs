@@ -18,7 +18,6 @@ mod slots;
 mod strided;
 
 use std::fmt;
-use std::sync::Arc;
 
 use slots::Stored;
 
@@ -126,13 +125,13 @@ fn fresh_result<O: Stored>(
         fill(values)?;
         return Ok(Tensor::fresh(
             O::inline(values),
-            Arc::clone(spec.shared_layout()),
+            spec.shared_layout().clone(),
         ));
     }
     let mut cpu = Cpu::zeroed(slots, O::DTYPE)?;
     O::with_out(&mut cpu, fill)??;
     let carrier = Cpu::wrap(cpu, O::DTYPE, true)?;
-    Tensor::with_shared_layout(carrier, 0, Arc::clone(spec.shared_layout()))
+    Tensor::with_shared_layout(carrier, 0, spec.shared_layout().clone())
 }
 
 /// The Overflow error of an Int32 result outside the range, worded as the Generic

@@ -12,7 +12,6 @@ mod matmul;
 mod reduce;
 
 use std::fmt;
-use std::sync::Arc;
 
 use strideweave_layout::Layout;
 
@@ -453,7 +452,7 @@ impl<'a> Context<'a> {
             slots
         };
         let carrier = self.first.carrier().new_like(&slots, true, Some(dtype))?;
-        Tensor::with_shared_layout(carrier, 0, Arc::clone(self.spec.shared_layout()))
+        Tensor::with_shared_layout(carrier, 0, self.spec.shared_layout().clone())
     }
 }
 

@@ -1,19 +1,17 @@
 //! The result layouts a shape rule derived from operand layouts, remembered per thread.
 //!
 //! A reduction or a contraction in a loop meets the same operand layouts call after call
-//! (compact tensors and results of one shape share one `Arc<Layout>`), and deriving its result
+//! (compact tensors and results of one shape share one layout object), and deriving its result
 //! layout walks the shapes and looks the canonical layout up by value each time. Layouts are
 //! immutable, so the result derived from the same operand layout objects is the same: a thread
 //! keeps its last few derivations keyed by the operands' layout objects. Each entry holds its
 //! operand layouts alive, so their addresses cannot be reused by other layouts while it is kept.
 
 use std::cell::RefCell;
-use std::sync::Arc;
-
-use strideweave_layout::Layout;
 
 use crate::error::Result;
 use crate::operation::builtin::spec::ShapeRule;
+use crate::tensor::shared_layout::SharedLayout;
 
 /// How many derivations a thread keeps.
 const RECENT: usize = 4;
@@ -24,19 +22,19 @@ const OPERANDS: usize = 2;
 /// One remembered derivation.
 struct Derivation {
     rule: ShapeRule,
-    operands: [Option<Arc<Layout>>; OPERANDS],
-    result: Arc<Layout>,
+    operands: [Option<SharedLayout>; OPERANDS],
+    result: SharedLayout,
 }
 
 impl Derivation {
-    fn matches(&self, rule: ShapeRule, operands: &[&Arc<Layout>]) -> bool {
+    fn matches(&self, rule: ShapeRule, operands: &[&SharedLayout]) -> bool {
         self.rule == rule
             && self.operands.iter().filter(|o| o.is_some()).count() == operands.len()
             && self
                 .operands
                 .iter()
                 .zip(operands)
-                .all(|(kept, given)| kept.as_ref().is_some_and(|k| Arc::ptr_eq(k, given)))
+                .all(|(kept, given)| kept.as_ref().is_some_and(|k| SharedLayout::same(k, given)))
     }
 }
 
@@ -58,9 +56,9 @@ thread_local! {
 /// on every call. More operands than a derivation keeps are derived every time.
 pub(super) fn derived_layout(
     rule: ShapeRule,
-    operands: &[&Arc<Layout>],
-    derive: impl FnOnce() -> Result<Arc<Layout>>,
-) -> Result<Arc<Layout>> {
+    operands: &[&SharedLayout],
+    derive: impl FnOnce() -> Result<SharedLayout>,
+) -> Result<SharedLayout> {
     if operands.len() > OPERANDS {
         return derive();
     }
@@ -72,7 +70,7 @@ pub(super) fn derived_layout(
                 .iter()
                 .flatten()
                 .find(|d| d.matches(rule, operands))
-                .map(|d| Arc::clone(&d.result))
+                .map(|d| d.result.clone())
         })
         .ok()
         .flatten();
@@ -84,9 +82,9 @@ pub(super) fn derived_layout(
         let Ok(mut recent) = recent.try_borrow_mut() else {
             return;
         };
-        let mut kept = [const { None }; OPERANDS];
+        let mut kept: [Option<SharedLayout>; OPERANDS] = [const { None }; OPERANDS];
         for (slot, layout) in kept.iter_mut().zip(operands) {
-            *slot = Some(Arc::clone(layout));
+            *slot = Some((*layout).clone());
         }
         let slot = recent.next;
         recent.next = (slot + 1) % RECENT;
@@ -94,7 +92,7 @@ pub(super) fn derived_layout(
             *entry = Some(Derivation {
                 rule,
                 operands: kept,
-                result: Arc::clone(&result),
+                result: result.clone(),
             });
         }
     });
@@ -106,8 +104,8 @@ mod tests {
     use super::*;
     use crate::error::Error;
 
-    fn layout(text: &str) -> Arc<Layout> {
-        Arc::new(text.parse().unwrap())
+    fn layout(text: &str) -> SharedLayout {
+        SharedLayout::counted(text.parse().unwrap())
     }
 
     #[test]
@@ -119,14 +117,14 @@ mod tests {
             panic!("a remembered derivation is not derived again")
         })
         .unwrap();
-        assert!(Arc::ptr_eq(&first, &again));
+        assert!(SharedLayout::same(&first, &again));
     }
 
     #[test]
     fn an_equal_layout_in_another_object_another_rule_or_order_is_derived_anew() {
         let (a, b) = (layout("(2,3):(1,2)"), layout("(2,3):(1,2)"));
         let calls = std::cell::Cell::new(0);
-        let derive = |rule, operands: &[&Arc<Layout>]| {
+        let derive = |rule, operands: &[&SharedLayout]| {
             derived_layout(rule, operands, || {
                 calls.set(calls.get() + 1);
                 Ok(layout("(2):(1)"))
@@ -153,20 +151,20 @@ mod tests {
             .unwrap_err();
             assert_eq!(error.to_string(), "value error: three modes");
         }
-        let layouts: Vec<Arc<Layout>> = (1..=RECENT + 2)
+        let layouts: Vec<SharedLayout> = (1..=RECENT + 2)
             .map(|n| layout(&format!("({n},2):(1,{n})")))
             .collect();
         for l in &layouts {
-            derived_layout(ShapeRule::ReduceMode1, &[l], || Ok(Arc::clone(l))).unwrap();
+            derived_layout(ShapeRule::ReduceMode1, &[l], || Ok(l.clone())).unwrap();
         }
         let mut derived_again = 0;
         for l in &layouts {
             let result = derived_layout(ShapeRule::ReduceMode1, &[l], || {
                 derived_again += 1;
-                Ok(Arc::clone(l))
+                Ok(l.clone())
             })
             .unwrap();
-            assert!(Arc::ptr_eq(&result, l));
+            assert!(SharedLayout::same(&result, l));
         }
         // Cycling through more layouts than the ring keeps evicts each before it comes back.
         assert_eq!(derived_again, layouts.len());

@@ -20,7 +20,7 @@ pub(crate) use spec::VjpRule;
 pub(crate) use vjp::BuiltinVjp;
 
 use std::borrow::Cow;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use smallvec::SmallVec;
 use strideweave_layout::{Layout, Shape};
@@ -36,6 +36,7 @@ use crate::operation::schema::{
     OperandKind, OperandSpec, OperationSchema, OptionSpec, OptionValue,
 };
 use crate::operation::Operand;
+use crate::tensor::shared_layout::SharedLayout;
 use crate::tensor::Tensor;
 
 /// The definitions of every built-in operation.
@@ -252,7 +253,7 @@ pub(crate) fn resolve(
     } else {
         // A reduction or contraction derives its result layout from its operands' layouts
         // alone: the same layout objects as last time give the same result layout.
-        let mut layouts: SmallVec<[&Arc<Layout>; 2]> = SmallVec::new();
+        let mut layouts: SmallVec<[&SharedLayout; 2]> = SmallVec::new();
         layouts.extend(
             call.operands()
                 .iter()
@@ -292,10 +293,10 @@ pub(crate) fn resolve(
 }
 
 /// The canonical layout of `shape`: the first tensor operand's when it already is that
-/// layout (shared, not rebuilt), else the thread's shared canonical layout of `shape`.
-fn result_layout(call: &BoundOperationCall, shape: Cow<'_, Shape>) -> Arc<Layout> {
+/// layout (shared, not rebuilt), else the shared canonical layout of `shape`.
+fn result_layout(call: &BoundOperationCall, shape: Cow<'_, Shape>) -> SharedLayout {
     match first_tensor(call).filter(|t| is_column_major_of(t.layout(), &shape)) {
-        Some(t) => Arc::clone(t.shared_layout()),
+        Some(t) => t.shared_layout().clone(),
         None => crate::tensor::canonical_layouts::canonical_layout(shape.into_owned()),
     }
 }
