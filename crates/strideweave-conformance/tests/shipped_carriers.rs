@@ -5,8 +5,6 @@
 #[allow(unused_imports, missing_docs)]
 mod device_carrier;
 
-use std::sync::Arc;
-
 use strideweave::carrier::CarrierClass;
 use strideweave::carriers::{Cpu, Evictable, Generic, TileResidency, TiledEvictable};
 use strideweave::{Carrier, DType, Result, Tensor, Value};
@@ -90,7 +88,7 @@ fn device() -> Factory {
     })
     .with_facet::<device_carrier::DeviceInfo>()
     .with_fresh_class(|| {
-        let class = device_carrier::define_device(&Arc::new(device_carrier::Counters::default()))?;
+        let class = device_carrier::define_device(Box::leak(Box::default()))?;
         let factory = Factory::new("Device (fresh)", move |dtype, values| {
             device_carrier(class, dtype, values)
         });

@@ -10,8 +10,6 @@
 #[path = "device_carrier/mod.rs"]
 mod device_carrier;
 
-use std::sync::Arc;
-
 use device_carrier::{
     attach_fast_pack, define_device, define_tiles, device_tensor, floats, neg, tiles_tensor,
     Counters, DeviceInfo, Slots,
@@ -22,13 +20,14 @@ use strideweave::movement::move_to;
 use strideweave::{DType, Error, Result, Shape, Tensor};
 
 fn main() -> Result<()> {
-    let counters = Arc::new(Counters::default());
+    // The kernels' counters live as long as the class they count for: the process.
+    let counters: &'static Counters = Box::leak(Box::default());
 
     // 1. Define the Device carrier: storage, the general kernel, a route and a facet.
-    let device = define_device(&counters)?;
+    let device = define_device(counters)?;
 
     // 2. Attach a kernel pack before the class is first observed.
-    attach_fast_pack(device, &counters)?;
+    attach_fast_pack(device, counters)?;
 
     // 3. Capabilities (the first observation seals provider + pack patterns).
     let x = device_tensor(device, &[1.0, -2.0, 3.5, -4.0])?;

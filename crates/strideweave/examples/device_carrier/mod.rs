@@ -188,7 +188,7 @@ fn negate(class: CarrierClass, x: &Tensor, spec: &ResultSpec) -> Result<Provider
 }
 
 /// The general `neg`: submission hands the work to a worker thread and returns `Pending`.
-fn general_neg(class: CarrierClass, counters: Arc<Counters>) -> Result<KernelPattern> {
+fn general_neg(class: CarrierClass, counters: &'static Counters) -> Result<KernelPattern> {
     KernelPattern::new(
         &operation_definition("neg")?,
         [neg_plan()?],
@@ -196,7 +196,6 @@ fn general_neg(class: CarrierClass, counters: Arc<Counters>) -> Result<KernelPat
         move |invocation, interface| {
             let x = operand(invocation)?;
             let spec = invocation.results()[0].clone();
-            let counters = Arc::clone(&counters);
             Ok(Preparation::Kernel(PreparedKernel::new(
                 interface.clone(),
                 move || {
@@ -219,7 +218,7 @@ fn general_neg(class: CarrierClass, counters: Arc<Counters>) -> Result<KernelPat
 /// operands laid out exactly like the result over a dense span. It reads the operand's slots
 /// in bulk through the provider-owned state and stages the negated slots into the result's
 /// fresh state, so no slot goes through a `Value`.
-fn fast_neg(class: CarrierClass, counters: Arc<Counters>) -> Result<KernelPattern> {
+fn fast_neg(class: CarrierClass, counters: &'static Counters) -> Result<KernelPattern> {
     KernelPattern::new(
         &operation_definition("neg")?,
         [neg_plan()?],
@@ -235,7 +234,6 @@ fn fast_neg(class: CarrierClass, counters: Arc<Counters>) -> Result<KernelPatter
                 format!("strided: {} is not a dense result layout", x.layout())
             } else {
                 let spec = spec.clone();
-                let counters = Arc::clone(&counters);
                 return Ok(Preparation::Kernel(PreparedKernel::new(
                     interface.clone(),
                     move || {
@@ -289,9 +287,9 @@ fn route(source: CarrierClass, destination: CarrierClass, id: &str) -> Result<Tr
 
 /// Registers a fresh "Device" class: storage, the general kernel, the Device → CPU route and
 /// the [`DeviceInfo`] facet. Packs may attach until the class is first observed.
-pub fn define_device(counters: &Arc<Counters>) -> Result<CarrierClass> {
+pub fn define_device(counters: &'static Counters) -> Result<CarrierClass> {
     let device = CarrierClass::mint("Device", ClassKind::Independent);
-    let kernels = KernelProvider::new(interface()?, [general_neg(device, Arc::clone(counters))?])?;
+    let kernels = KernelProvider::new(interface()?, [general_neg(device, counters)?])?;
     let definition = CarrierDefinition::new(device_storage())
         .with_kernels(kernels)?
         .with_transfers(vec![route(
@@ -307,13 +305,13 @@ pub fn define_device(counters: &Arc<Counters>) -> Result<CarrierClass> {
 }
 
 /// Attaches the "example.fast" pack (the optimized `neg`) to `device`.
-pub fn attach_fast_pack(device: CarrierClass, counters: &Arc<Counters>) -> Result<()> {
+pub fn attach_fast_pack(device: CarrierClass, counters: &'static Counters) -> Result<()> {
     register_kernel_pack(KernelPack::new(
         "example.fast",
         "1",
         device,
         interface()?,
-        [fast_neg(device, Arc::clone(counters))?],
+        [fast_neg(device, counters)?],
     )?)
 }
 
@@ -438,15 +436,16 @@ pub fn tiles_tensor(tiles: CarrierClass, device: CarrierClass, xs: &[f64]) -> Re
 pub struct DeviceExtension {
     pub device: CarrierClass,
     pub tiles: CarrierClass,
-    pub counters: Arc<Counters>,
+    pub counters: &'static Counters,
 }
 
 impl DeviceExtension {
     /// Registers fresh Device and DeviceTiles classes (the Device class is not yet observed).
     pub fn register() -> Result<DeviceExtension> {
-        let counters = Arc::new(Counters::default());
-        let device = define_device(&counters)?;
-        attach_fast_pack(device, &counters)?;
+        // A class is registered for the life of the process, and so are its kernels' counters.
+        let counters: &'static Counters = Box::leak(Box::default());
+        let device = define_device(counters)?;
+        attach_fast_pack(device, counters)?;
         Ok(DeviceExtension {
             device,
             tiles: define_tiles()?,

@@ -1,8 +1,6 @@
 //! `Authority`: who executes the operations on a carrier's tensors, fixed when the carrier
 //! is built (docs/carriers.md, Dispatch).
 
-use std::sync::Arc;
-
 use crate::carriers::extension::{CompositeProvider, ExecutionSet};
 use crate::operation::BuiltinKernel;
 
@@ -16,8 +14,9 @@ pub(crate) enum Authority {
         /// The built-in kernel function, when the class has one.
         builtin: Option<BuiltinKernel>,
     },
-    /// A kernel-backed definition: its frozen kernel execution set.
-    Kernels(Arc<ExecutionSet>),
+    /// A kernel-backed definition: its frozen kernel execution set (frozen for the life of
+    /// the process).
+    Kernels(&'static ExecutionSet),
     /// A dependent definition: its composite provider.
     Composite(CompositeProvider),
     /// A storage-only definition: no operation runs on it.

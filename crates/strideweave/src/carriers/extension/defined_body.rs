@@ -10,8 +10,8 @@ use crate::carrier::CarrierClass;
 use crate::carrier::{ErasedCarrier, MovementHooks};
 use crate::carriers::extension::state_lock::{ExclusiveState, SharedState, StateLock};
 use crate::carriers::extension::{
-    carrier_definition, freeze_execution_set, AllocationContents, CarrierDefinition, CarrierFacet,
-    CompositeProvider, FreshRequest,
+    carrier_definition, freeze_execution_set, registered_definition, AllocationContents,
+    CarrierDefinition, CarrierFacet, CompositeProvider, FreshRequest,
 };
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
@@ -26,7 +26,7 @@ use crate::tensor::Tensor;
 /// provider answer.
 pub(crate) struct DefinedBody<S> {
     class: CarrierClass,
-    definition: CarrierDefinition,
+    definition: &'static CarrierDefinition,
     /// The extent `allocate` established and `physical_size` confirmed (it changes only when
     /// an empty carrier grows as a move destination).
     extent: AtomicUsize,
@@ -62,7 +62,7 @@ impl Carrier {
         dtype: DType,
         mutable: bool,
     ) -> Result<Carrier> {
-        let definition = carrier_definition(class).ok_or_else(|| {
+        let definition = registered_definition(class).ok_or_else(|| {
             Error::Type(format!(
                 "{class} has no carrier definition; construct a definition-free carrier with \
                  Carrier::new"
@@ -118,7 +118,7 @@ impl Carrier {
 impl<S: Send + Sync + 'static> DefinedBody<S> {
     fn construct(
         class: CarrierClass,
-        definition: CarrierDefinition,
+        definition: &'static CarrierDefinition,
         mut state: S,
         slots: usize,
         dtype: DType,
@@ -205,14 +205,7 @@ impl<S: Send + Sync + 'static> DefinedBody<S> {
                 std::any::type_name::<S>()
             ))
         })?;
-        DefinedBody::construct(
-            self.class,
-            self.definition.clone(),
-            state,
-            slots,
-            dtype,
-            mutable,
-        )
+        DefinedBody::construct(self.class, self.definition, state, slots, dtype, mutable)
     }
 }
 

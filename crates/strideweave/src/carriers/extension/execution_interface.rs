@@ -176,11 +176,34 @@ impl fmt::Display for InterfaceIdentity {
 /// Seed rule: the interface is immutable and its identity is `(type(interface),
 /// interface.version)`. The handle captures that identity once at construction, so it is
 /// stable for the handle's life; cloning is cheap and shares the same interface instance (the
-/// seed's "exact interface instance owned by the carrier's KernelProvider"). A clone is one
-/// reference count: every prepared kernel clones the provider's handle.
+/// seed's "exact interface instance owned by the carrier's KernelProvider"). Every prepared
+/// kernel clones the provider's handle: the handle a frozen execution set gives its patterns
+/// lives as long as the class, so cloning it copies a reference; any other clone is one
+/// reference count.
 #[derive(Clone)]
 pub struct InterfaceHandle {
-    shared: Arc<Shared>,
+    shared: SharedRef,
+}
+
+/// How a handle reaches what its clones share.
+#[derive(Clone)]
+enum SharedRef {
+    /// Counted: freed with the last handle.
+    Counted(Arc<Shared>),
+    /// Kept for the life of the process (a frozen execution set's interface).
+    Static(&'static Shared),
+}
+
+impl std::ops::Deref for SharedRef {
+    type Target = Shared;
+
+    #[inline]
+    fn deref(&self) -> &Shared {
+        match self {
+            SharedRef::Counted(shared) => shared,
+            SharedRef::Static(shared) => shared,
+        }
+    }
 }
 
 /// What the clones of one [`InterfaceHandle`] share.
@@ -200,12 +223,27 @@ impl InterfaceHandle {
         check_version(identity.version(), identity.type_name())?;
         let interface = Arc::new(interface);
         Ok(InterfaceHandle {
-            shared: Arc::new(Shared {
+            shared: SharedRef::Counted(Arc::new(Shared {
                 any: Arc::clone(&interface) as Arc<dyn Any + Send + Sync>,
                 interface,
                 identity,
-            }),
+            })),
         })
+    }
+
+    /// This handle's interface kept for the life of the process, so that cloning the returned
+    /// handle costs no reference count: for the interface of a frozen execution set, which
+    /// lives as long as its class.
+    pub(crate) fn into_static(self) -> InterfaceHandle {
+        match self.shared {
+            SharedRef::Static(_) => self,
+            SharedRef::Counted(shared) => {
+                let kept: &'static Arc<Shared> = Box::leak(Box::new(shared));
+                InterfaceHandle {
+                    shared: SharedRef::Static(kept),
+                }
+            }
+        }
     }
 
     /// The compatibility identity `(exact type, version)` (seed: additions to a concrete
@@ -242,5 +280,36 @@ impl fmt::Debug for InterfaceHandle {
         f.debug_tuple("InterfaceHandle")
             .field(&self.shared.identity)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Probe(u32);
+
+    impl ExecutionInterface for Probe {
+        fn version(&self) -> &str {
+            "probe-1"
+        }
+    }
+
+    #[test]
+    fn a_kept_handle_is_the_same_instance_with_the_same_identity() {
+        let counted = InterfaceHandle::new(Probe(7)).unwrap();
+        let kept = counted.clone().into_static();
+        assert!(matches!(kept.shared, SharedRef::Static(_)));
+        assert!(kept.same_instance(&counted));
+        assert!(kept.clone().same_instance(&counted));
+        assert_eq!(kept.identity(), counted.identity());
+        assert_eq!(kept.version(), "probe-1");
+        assert_eq!(kept.downcast_ref::<Probe>().map(|p| p.0), Some(7));
+        let again = kept.clone().into_static();
+        assert!(matches!(again.shared, SharedRef::Static(_)));
+        assert!(again.same_instance(&counted));
+        let other = InterfaceHandle::new(Probe(7)).unwrap();
+        assert!(!kept.same_instance(&other));
+        assert_eq!(kept.identity(), other.identity());
     }
 }

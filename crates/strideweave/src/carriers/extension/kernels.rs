@@ -360,7 +360,7 @@ impl ExecutionSet {
         capabilities.sort_by(OperationCapability::cmp_order);
         ExecutionSet {
             class,
-            interface: provider.interface().clone(),
+            interface: provider.interface().clone().into_static(),
             patterns,
             capabilities: capabilities.into(),
             candidates,
@@ -450,7 +450,8 @@ impl ExecutionSet {
 /// The pack registry of one kernel-backed class: open (packs may still attach) or frozen.
 enum KernelState {
     Open(Vec<KernelPack>),
-    Frozen(Arc<ExecutionSet>),
+    /// Frozen for the life of the process, like the class binding that records it.
+    Frozen(&'static ExecutionSet),
 }
 
 static KERNELS: LazyLock<Mutex<FxHashMap<CarrierClass, KernelState>>> =
@@ -461,22 +462,28 @@ static KERNELS: LazyLock<Mutex<FxHashMap<CarrierClass, KernelState>>> =
 pub(crate) fn freeze_execution_set(
     class: CarrierClass,
     provider: &KernelProvider,
-) -> Arc<ExecutionSet> {
+) -> &'static ExecutionSet {
     let bound = registration::binding(class);
     if let Some(set) = bound.and_then(ClassBinding::frozen_execution_set) {
-        return Arc::clone(set);
+        return set;
     }
     let mut kernels = KERNELS.lock().unwrap_or_else(PoisonError::into_inner);
     let state = kernels
         .entry(class)
         .or_insert_with(|| KernelState::Open(Vec::new()));
     match state {
-        KernelState::Frozen(set) => Arc::clone(set),
+        KernelState::Frozen(set) => set,
         KernelState::Open(packs) => {
-            let set = Arc::new(ExecutionSet::build(class, provider, std::mem::take(packs)));
-            *state = KernelState::Frozen(Arc::clone(&set));
+            // A class is registered for the life of the process, so its frozen set is too:
+            // every carrier of the class refers to it without a reference count.
+            let set: &'static ExecutionSet = Box::leak(Box::new(ExecutionSet::build(
+                class,
+                provider,
+                std::mem::take(packs),
+            )));
+            *state = KernelState::Frozen(set);
             if let Some(bound) = bound {
-                bound.record_execution_set(&set);
+                bound.record_execution_set(set);
             }
             set
         }

@@ -39,6 +39,7 @@ pub use kernels::{
 };
 pub use prepared::{PreparedComposite, PreparedKernel, PreparedTransfer, Submitted};
 pub use provider_result::ProviderResult;
+pub(crate) use registration::registered_definition;
 pub use registration::{carrier_definition, register_carrier_definition};
 pub use slot_storage::SlotStorage;
 pub use storage_provider::{AllocationContents, FreshRequest, StorageProvider};

@@ -1,6 +1,6 @@
 //! `register_carrier_definition`: binding one definition to one exact carrier class.
 
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use crate::carrier::{CarrierClass, ClassKind};
 use crate::carriers::extension::{CarrierDefinition, ExecutionSet};
@@ -81,7 +81,14 @@ pub fn register_carrier_definition(
 
 /// The definition registered for exactly `class`, if any (a lookup; it observes nothing).
 pub fn carrier_definition(class: CarrierClass) -> Option<CarrierDefinition> {
-    binding(class).map(|binding| binding.definition.clone())
+    registered_definition(class).cloned()
+}
+
+/// The definition registered for exactly `class`, borrowed from its binding, which lives as
+/// long as the process: what every construction of a carrier of the class keeps, so that
+/// neither the construction nor the carrier's drop touches a reference count.
+pub(crate) fn registered_definition(class: CarrierClass) -> Option<&'static CarrierDefinition> {
+    binding(class).map(|binding| &binding.definition)
 }
 
 /// What registration binds to a definition-backed class's record: its definition, and the
@@ -89,18 +96,18 @@ pub fn carrier_definition(class: CarrierClass) -> Option<CarrierDefinition> {
 /// without a lock by every construction of a carrier of the class.
 pub(crate) struct ClassBinding {
     definition: CarrierDefinition,
-    execution: OnceLock<Arc<ExecutionSet>>,
+    execution: OnceLock<&'static ExecutionSet>,
 }
 
 impl ClassBinding {
     /// The execution set frozen for the class, if it has been frozen.
-    pub(crate) fn frozen_execution_set(&self) -> Option<&Arc<ExecutionSet>> {
-        self.execution.get()
+    pub(crate) fn frozen_execution_set(&self) -> Option<&'static ExecutionSet> {
+        self.execution.get().copied()
     }
 
     /// Records the execution set frozen for the class (once; later calls keep the first).
-    pub(crate) fn record_execution_set(&self, set: &Arc<ExecutionSet>) {
-        let _ = self.execution.set(Arc::clone(set));
+    pub(crate) fn record_execution_set(&self, set: &'static ExecutionSet) {
+        let _ = self.execution.set(set);
     }
 }
 
