@@ -401,3 +401,22 @@ def test_a_callback_that_reenters_its_own_carrier_gets_an_error_not_a_deadlock()
     assert raised == [info.value]
     assert info.value is raised[0]
     assert carrier.version == 0 and carrier.get(0) == 1.0
+
+
+def test_a_factory_of_another_dtype_allocates_storage_for_that_dtype() -> None:
+    """`new_like` and `allocate_like` with a dtype make a carrier of that dtype, and the
+    provider's `allocate` receives that carrier (so it sees the dtype it allocates for)."""
+    recorder = Recorder()
+    cls = registered(recorder, "TwoDtypes")
+    floats = cls(2, dtype=sw.DType.Float32)
+    ints = floats.new_like([7, -3, 5], dtype=sw.DType.Int32)
+    empty_ints = floats.allocate_like(4, dtype=sw.DType.Int32, empty=True)
+    assert type(ints) is cls and type(empty_ints) is cls
+    assert ints.dtype is sw.DType.Int32 and empty_ints.dtype is sw.DType.Int32
+    assert floats.dtype is sw.DType.Float32
+    allocations = [(c[1].dtype, c[2]) for c in recorder.calls if c[0] == "allocate"]
+    assert allocations == [(sw.DType.Float32, 2), (sw.DType.Int32, 3), (sw.DType.Int32, 4)]
+    assert [c[1] for c in recorder.calls if c[0] == "allocate"][1] is ints
+    t = sw.Tensor.compact(ints, (3,))
+    assert [t[i] for i in range(3)] == [7, -3, 5]
+    assert ints.size() == 3 and empty_ints.size() == 4

@@ -647,7 +647,8 @@ def test_register_kernel_pack_refuses_every_ineligible_target() -> None:
         (sw.Carrier, "carrier_class must be an exact Carrier subclass, not Carrier itself"),
         (int, "carrier_class must be a Carrier subclass, got the unrelated class int"),
         (sw.CPU, "CPU is a shipped definition-free carrier class and takes no kernel packs"),
-        (sw.TiledEvictable, "TiledEvictable is a shipped definition-free carrier class"),
+        (sw.TiledEvictable, "TiledEvictable is a dependent carrier class; it derives execution from its dependencies"),
+        (sw.Evictable, "Evictable is a dependent carrier class; it derives execution from its dependencies"),
         (sw.BlockDeviceCarrier, "BlockDeviceCarrier is a shipped definition-free carrier class"),
         (dependent, "DependentTarget is a dependent carrier class"),
         (undefined, "UndefinedTarget has no carrier definition with a kernel provider"),
@@ -731,3 +732,45 @@ def test_a_pack_registration_race_has_exactly_one_winner() -> None:
     losers = [o for o in outcomes if o != "won"]
     assert len(losers) == 5 and all("is already registered on RacedPackCarrier" in str(o) for o in losers)
     assert len(filled(cls, [1.0]).carrier.capabilities()) == 1
+
+
+
+class AllocateFailsOnce(ListStorage):
+    """List storage whose first `allocate` raises `error`."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error: Optional[BaseException] = error
+
+    def allocate(self, carrier: Any, slots: int) -> None:
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        super().allocate(carrier, slots)
+
+
+def test_a_refused_construction_leaves_the_class_open_to_packs() -> None:
+    """A construction refused for an unstorable dtype, or by an exception in a provider
+    callback, constructs nothing and so does not observe the class: a pack may still
+    follow, and the first carrier made afterwards runs it."""
+    ring = RingInterface()
+    error = OSError("allocation refused")
+    cls = new_class("RefusedThenPacked")
+    provider = sw.KernelProvider(ring, [neg_pattern("builtin")])
+    sw.register_carrier_definition(cls, sw.CarrierDefinition(AllocateFailsOnce(error).provider(), kernels=provider))
+    with pytest.raises(ValueError, match="^RefusedThenPacked carriers cannot store dtype Bool"):
+        cls(2, dtype=sw.DType.Bool)
+    with pytest.raises(OSError) as raised:
+        cls(2, dtype=F32)
+    assert raised.value is error
+    ran: List[str] = []
+    negate = elementwise(lambda x: -x)
+
+    def late(invocation: Any, interface: Any) -> Any:
+        ran.append("late")
+        return negate(invocation, interface)
+
+    sw.register_kernel_pack(sw.KernelPack("late", "1", cls, ring, [neg_pattern("late", 5, late)]))
+    x = filled(cls, [1.0, -2.0])
+    assert values_of(sw.neg(x)) == [-1.0, 2.0]
+    assert ran == ["late"]

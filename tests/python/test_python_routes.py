@@ -291,3 +291,19 @@ def test_a_class_without_a_route_to_the_cpu_cannot_move_there() -> None:
     sw.register_carrier_definition(cls, sw.CarrierDefinition(ListStorage().provider(elementwise_fallback=True)))
     with pytest.raises(NotImplementedError, match="UnroutedCarrier"):
         sw.move(filled(cls, [1.0]), sw.CPU(1))
+
+
+def test_a_move_from_the_cpu_into_a_python_class_has_no_route() -> None:
+    """Route sources are exactly the defining class: a Python class routing to the CPU (with
+    fallback allowed) gives no CPU → class route, so the move is a NotImplementedError naming
+    the pair and changes neither carrier."""
+    copying = Copying()
+    cls = routed_class("RoutesBackOnly", copying, fallback=True)
+    destination = filled(cls, [5.0, 6.0]).carrier
+    before = (destination.version, list(destination.slots))
+    source = sw.Tensor.compact(sw.CPU.from_values([1.0, 2.0]), (2,))
+    with pytest.raises(NotImplementedError, match="CPU.*RoutesBackOnly"):
+        sw.move(source, destination)
+    assert (destination.version, list(destination.slots)) == before
+    assert source.carrier.version == 0 and source.to_list() == [1.0, 2.0]
+    assert copying.requests == []

@@ -487,12 +487,15 @@ pub fn pack_target(class: &Bound<'_, PyType>, label: &str) -> PyResult<CarrierCl
             "{label}: carrier_class must be a Carrier subclass, got the unrelated class {name}"
         )));
     }
-    if crate::carrier::native_core_class(py, class)?.is_some() {
+    let shipped = crate::carrier::native_core_class(py, class)?;
+    let dependent =
+        shipped.is_some_and(|core| core.kind() == strideweave::carrier::ClassKind::Dependent);
+    if shipped.is_some() && !dependent {
         return Err(PyTypeError::new_err(format!(
             "{label}: {name} is a shipped definition-free carrier class and takes no kernel packs"
         )));
     }
-    if class.is_subclass(&py.get_type::<PyDependentCarrier>())? {
+    if dependent || class.is_subclass(&py.get_type::<PyDependentCarrier>())? {
         return Err(PyTypeError::new_err(format!(
             "{label}: {name} is a dependent carrier class; it derives execution from its \
              dependencies and owns no kernel packs"

@@ -529,6 +529,31 @@ fn reject_a_pack_on_a_composite_storage_only_undefined_or_shipped_class() -> Res
 }
 
 #[test]
+fn reject_a_pack_naming_the_shipped_evictable_or_tiled_evictable_class() -> Result<()> {
+    let evictable = CarrierClass::of::<strideweave::carriers::Evictable>();
+    let tiled = strideweave::carriers::TiledEvictable::class()?;
+    for (class, needle) in [
+        (evictable, "Evictable is a dependent carrier class"),
+        (tiled, "TiledEvictable is a dependent carrier class"),
+    ] {
+        let before = capabilities_for_carrier_class(class);
+        let pack = KernelPack::new(
+            "vendor",
+            "1",
+            class,
+            cuda("12.0"),
+            [add_pattern(class, "add.vendor", 0)],
+        )?;
+        let error = register_kernel_pack(pack).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Type, "{error}");
+        assert!(error.to_string().contains(needle), "{error}");
+        // The refused pack leaves the class's reach as it was.
+        assert_eq!(capabilities_for_carrier_class(class), before);
+    }
+    Ok(())
+}
+
+#[test]
 fn prefer_an_optimized_kernel_with_fallback() -> Result<()> {
     let class = independent("AlignedAccel");
     let ran: Arc<Mutex<Vec<&'static str>>> = Arc::default();

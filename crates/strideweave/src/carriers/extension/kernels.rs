@@ -509,15 +509,17 @@ pub(crate) fn kernel_capabilities(class: CarrierClass) -> Option<Arc<[OperationC
 pub fn register_kernel_pack(pack: KernelPack) -> Result<()> {
     let class = pack.carrier_class();
     let label = format!("KernelPack '{}' {}", pack.namespace(), pack.version());
-    if class.is_shipped() {
-        return Err(Error::Type(format!(
-            "{label}: {class} is a shipped definition-free carrier class and takes no kernel packs"
-        )));
-    }
+    // Dependent first: the shipped dependent classes (Evictable, and TiledEvictable, which
+    // is definition-backed) are refused for what they are.
     if class.kind() == ClassKind::Dependent {
         return Err(Error::Type(format!(
             "{label}: {class} is a dependent carrier class; it derives execution from its \
              dependencies and owns no kernel packs"
+        )));
+    }
+    if class.is_shipped() {
+        return Err(Error::Type(format!(
+            "{label}: {class} is a shipped definition-free carrier class and takes no kernel packs"
         )));
     }
     let definition = carrier_definition(class).ok_or_else(|| {
