@@ -70,17 +70,24 @@ fn memory_error(count: usize, bytes: Option<usize>, available: usize, what: Stri
 /// cosize) and its size exceeds [`MAX_REPEATED_ELEMENTS`]; `what` names the view for the
 /// message. A layout that addresses each slot at most once passes: its work is bounded by the
 /// slots it spans, which exist.
+#[inline]
 pub(crate) fn check_repeated_work(layout: &Layout, what: impl FnOnce() -> String) -> Result<()> {
     let size = layout.size();
     if size > MAX_REPEATED_ELEMENTS && size > layout.cosize() {
-        return Err(Error::Value(format!(
-            "{} is a view of {size} elements over {} slots (layout {layout}); element-by-element \
-             work over views that repeat slots is limited to {MAX_REPEATED_ELEMENTS} elements",
-            what(),
-            layout.cosize()
-        )));
+        return Err(repeated_work_error(layout, what()));
     }
     Ok(())
+}
+
+/// The error of [`check_repeated_work`], out of the way of the check.
+#[cold]
+fn repeated_work_error(layout: &Layout, what: String) -> Error {
+    Error::Value(format!(
+        "{what} is a view of {} elements over {} slots (layout {layout}); element-by-element \
+         work over views that repeat slots is limited to {MAX_REPEATED_ELEMENTS} elements",
+        layout.size(),
+        layout.cosize()
+    ))
 }
 
 /// The distinct slots `layout` addresses, ascending; the work is bounded by its cosize, never

@@ -99,6 +99,10 @@ fn result_spec<'a, O: Stored>(
 /// Whether the layout of `spec` maps ordinal `i` to slot `i` with no slot left over.
 fn is_canonical(spec: &ResultSpec) -> bool {
     let layout = spec.layout();
+    // A column-major layout (every stride the product of the extents before it) is one.
+    if layout.is_column_major() {
+        return true;
+    }
     let mut expected = 1usize;
     for (extent, stride) in layout.leaf_pairs() {
         if extent != 1 && stride != expected {

@@ -5,10 +5,10 @@
 
 mod arithmetic;
 mod comparison;
-mod derived_layouts;
 mod extremum;
 mod identity;
 mod matmul;
+mod recent_resolutions;
 mod reduction;
 mod select;
 mod spec;
@@ -22,7 +22,6 @@ pub(crate) use vjp::BuiltinVjp;
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use smallvec::SmallVec;
 use strideweave_layout::{Layout, Shape};
 
 use crate::dtype::{DType, Value};
@@ -117,11 +116,14 @@ impl KeyOperand {
     }
 }
 
-/// Everything a built-in's plan depends on (built-ins take at most three operands).
+/// The most operands a [`PlanKey`] holds (no built-in takes more).
+const KEY_OPERANDS: usize = 3;
+
+/// Everything a built-in's plan depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct PlanKey {
     /// The operands' keys, in order (`None` past the last operand).
-    operands: [Option<KeyOperand>; 3],
+    operands: [Option<KeyOperand>; KEY_OPERANDS],
     /// The requested accumulator dtype.
     accumulator: Option<DType>,
 }
@@ -224,6 +226,44 @@ pub(crate) fn resolve(
         }
     };
     let key = PlanKey::of(call.operands(), accumulator);
+    let mut layouts: recent_resolutions::OperandLayouts<'_> = [None; KEY_OPERANDS];
+    for (slot, operand) in layouts.iter_mut().zip(call.operands()) {
+        *slot = operand.as_tensor().map(Tensor::shared_layout);
+    }
+    let remembered = key.and_then(|key| recent_resolutions::find(builtin, &key, &layouts));
+    let (plan, result) = match remembered {
+        Some(resolution) => resolution,
+        None => {
+            let (plan, result) = resolve_anew(builtin, plans, &call, key, accumulator)?;
+            if let Some(key) = key {
+                recent_resolutions::remember(builtin, key, &layouts, &plan, &result);
+            }
+            (plan, result)
+        }
+    };
+    let mut is_tensor = [false; 3];
+    for (slot, operand) in is_tensor.iter_mut().zip(call.operands()) {
+        *slot = operand.as_tensor().is_some();
+    }
+    let saved = spec
+        .saved
+        .iter()
+        .copied()
+        .filter(move |&i| is_tensor.get(i).copied().unwrap_or(false));
+    Ok(ResolvedInvocation::of_builtin(call, plan, result, saved))
+}
+
+/// The plan (from `plans` when seen before) and the result specification of a call of
+/// `builtin` that this thread has not resolved recently.
+fn resolve_anew(
+    builtin: Builtin,
+    plans: &PlanCache,
+    call: &BoundOperationCall,
+    key: Option<PlanKey>,
+    accumulator: Option<DType>,
+) -> Result<(OperationPlan, ResultSpec)> {
+    let name = builtin.name();
+    let spec = builtin.spec();
     let plan = match key.and_then(|key| plans.get(&key)) {
         Some(plan) => plan,
         None => {
@@ -242,54 +282,28 @@ pub(crate) fn resolve(
             }
         }
     };
-    let result = if spec.rule == ShapeRule::Broadcast {
-        let shapes = call
-            .operands()
-            .iter()
-            .filter_map(Operand::as_tensor)
-            .map(Tensor::shape);
-        let shape = broadcast_shapes(name, shapes)?;
-        ResultSpec::shared(plan.output(), result_layout(&call, shape))
-    } else {
-        // A reduction or contraction derives its result layout from its operands' layouts
-        // alone: the same layout objects as last time give the same result layout.
-        let mut layouts: SmallVec<[&SharedLayout; 2]> = SmallVec::new();
-        layouts.extend(
-            call.operands()
-                .iter()
-                .filter_map(Operand::as_tensor)
-                .map(Tensor::shared_layout),
-        );
-        let layout = derived_layouts::derived_layout(spec.rule, &layouts, || {
-            let mut shapes = layouts.iter().map(|l| l.shape());
-            let shape = match spec.rule {
-                ShapeRule::ReduceMode1 => {
-                    let Some(shape) = shapes.next() else {
-                        return Err(Error::Type(format!("'{name}' needs a tensor operand")));
-                    };
-                    reduced_shape(name, shape)?
-                }
-                _ => {
-                    let (Some(lhs), Some(rhs)) = (shapes.next(), shapes.next()) else {
-                        return Err(Error::Type(format!("'{name}' needs two tensor operands")));
-                    };
-                    contracted_shape(name, lhs, rhs)?
-                }
-            };
-            Ok(result_layout(&call, Cow::Owned(shape)))
-        })?;
-        ResultSpec::shared(plan.output(), layout)
-    };
-    let mut is_tensor = [false; 3];
-    for (slot, operand) in is_tensor.iter_mut().zip(call.operands()) {
-        *slot = operand.as_tensor().is_some();
-    }
-    let saved = spec
-        .saved
+    let mut shapes = call
+        .operands()
         .iter()
-        .copied()
-        .filter(move |&i| is_tensor.get(i).copied().unwrap_or(false));
-    Ok(ResolvedInvocation::of_builtin(call, plan, result, saved))
+        .filter_map(Operand::as_tensor)
+        .map(Tensor::shape);
+    let shape = match spec.rule {
+        ShapeRule::Broadcast => broadcast_shapes(name, shapes)?,
+        ShapeRule::ReduceMode1 => {
+            let Some(shape) = shapes.next() else {
+                return Err(Error::Type(format!("'{name}' needs a tensor operand")));
+            };
+            Cow::Owned(reduced_shape(name, shape)?)
+        }
+        ShapeRule::Contract => {
+            let (Some(lhs), Some(rhs)) = (shapes.next(), shapes.next()) else {
+                return Err(Error::Type(format!("'{name}' needs two tensor operands")));
+            };
+            Cow::Owned(contracted_shape(name, lhs, rhs)?)
+        }
+    };
+    let result = ResultSpec::shared(plan.output(), result_layout(call, shape));
+    Ok((plan, result))
 }
 
 /// The canonical layout of `shape`: the first tensor operand's when it already is that
