@@ -3,7 +3,7 @@
 use std::any::{Any, TypeId};
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{LazyLock, OnceLock, PoisonError, RwLock};
 
 use rustc_hash::FxHashMap;
@@ -34,7 +34,15 @@ struct ClassInfo {
     /// of a definition-backed carrier. The class record does not know its type: the
     /// authoring path that offered it reads it back.
     binding: OnceLock<Box<dyn Any + Send + Sync>>,
+    /// The addresses of the last few plans in static memory the class's capabilities
+    /// authorized (0 for none), see [`CarrierClass::authorized_before`].
+    authorized: [AtomicUsize; AUTHORIZED],
+    /// The next entry of `authorized` to overwrite.
+    next_authorized: AtomicUsize,
 }
+
+/// How many authorized plans a class remembers.
+const AUTHORIZED: usize = 4;
 
 impl ClassInfo {
     fn new(name: &'static str, kind: ClassKind, shipped: bool) -> ClassInfo {
@@ -44,6 +52,8 @@ impl ClassInfo {
             shipped,
             authority: AtomicU8::new(OPEN),
             binding: OnceLock::new(),
+            authorized: [const { AtomicUsize::new(0) }; AUTHORIZED],
+            next_authorized: AtomicUsize::new(0),
         }
     }
 }
@@ -148,6 +158,27 @@ impl CarrierClass {
     /// Independent or dependent.
     pub fn kind(self) -> ClassKind {
         self.0.kind
+    }
+
+    /// Whether the class's capabilities authorized the plan whose fields live in static
+    /// memory at `address` before. Capabilities never change once sealed, so an answer of
+    /// yes stays true, and a plan in static memory is never freed, so its address names it
+    /// for the life of the process.
+    #[inline]
+    pub(crate) fn authorized_before(self, address: usize) -> bool {
+        self.0
+            .authorized
+            .iter()
+            .any(|entry| entry.load(Ordering::Relaxed) == address)
+    }
+
+    /// Remembers that the class's capabilities authorized the plan in static memory at
+    /// `address`, replacing the oldest address remembered.
+    pub(crate) fn remember_authorized(self, address: usize) {
+        let next = self.0.next_authorized.fetch_add(1, Ordering::Relaxed) % AUTHORIZED;
+        if let Some(entry) = self.0.authorized.get(next) {
+            entry.store(address, Ordering::Relaxed);
+        }
     }
 
     /// Whether the class ships with StrideWeave (Generic, CPU, FileBacked, ...); shipped

@@ -265,13 +265,19 @@ thread_local! {
 /// [`require_capability`] for the dispatch path: the same answer and error, without cloning
 /// the authorizing capability.
 pub(crate) fn check_capability(class: CarrierClass, plan: &OperationPlan) -> Result<()> {
-    // Declarations never change once sealed, so an answer of yes stays true: the last plan
-    // authorized on this thread (kept alive here, so its identity cannot be reused) is let
-    // through without a look-up.
-    let repeated = LAST_AUTHORIZED.with_borrow(|last| {
-        last.as_ref()
-            .is_some_and(|(c, p)| *c == class && p.same_as(plan))
-    });
+    // Declarations never change once sealed, so an answer of yes stays true: a plan in
+    // static memory the class authorized before, and the last other plan authorized on this
+    // thread (kept alive here, so its identity cannot be reused), are let through without a
+    // look-up.
+    let address = plan.static_address();
+    if address.is_some_and(|address| class.authorized_before(address)) {
+        return Ok(());
+    }
+    let repeated = address.is_none()
+        && LAST_AUTHORIZED.with_borrow(|last| {
+            last.as_ref()
+                .is_some_and(|(c, p)| *c == class && p.same_as(plan))
+        });
     if repeated {
         return Ok(());
     }
@@ -282,10 +288,66 @@ pub(crate) fn check_capability(class: CarrierClass, plan: &OperationPlan) -> Res
         .map(|declared| declared.matching(plan).is_some());
     // An undeclared class is sealed (as declaring nothing) by the full query below.
     if authorized.unwrap_or_else(|| declaration(class).matching(plan).is_some()) {
-        LAST_AUTHORIZED.set(Some((class, plan.clone())));
+        match address {
+            Some(address) => class.remember_authorized(address),
+            None => LAST_AUTHORIZED.set(Some((class, plan.clone()))),
+        }
         return Ok(());
     }
     Err(Error::UnsupportedOperationPlan(
         UnsupportedOperationPlan::new(plan.operation(), unsupported_plan_reason(class, plan)),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::carrier::ClassKind;
+    use crate::dtype::DType;
+    use crate::operation::planning::{plan_builtin, PlanOperand};
+    use crate::operation::Builtin;
+
+    fn static_plan(builtin: Builtin, dtype: DType) -> OperationPlan {
+        let operands = [PlanOperand::Tensor(dtype); 2];
+        plan_builtin(builtin, &operands, None)
+            .unwrap()
+            .into_static()
+    }
+
+    #[test]
+    fn a_class_lets_through_only_the_static_plans_its_capabilities_authorized() {
+        let class = CarrierClass::mint("AuthorizingAccel", ClassKind::Independent);
+        let plans: Vec<OperationPlan> = [Builtin::Add, Builtin::Sub, Builtin::Mul]
+            .iter()
+            .flat_map(|&b| [DType::FLOAT32, DType::INT32].map(|d| static_plan(b, d)))
+            .collect();
+        // Declares every plan but the Int32 `mul`.
+        let declared = plans[..5]
+            .iter()
+            .cloned()
+            .map(OperationCapability::from_plan);
+        register_operation_capabilities(class, declared).unwrap();
+        for _ in 0..2 {
+            for plan in &plans[..5] {
+                check_capability(class, plan).unwrap();
+                assert!(class.authorized_before(plan.static_address().unwrap()));
+            }
+            let error = check_capability(class, &plans[5]).unwrap_err();
+            assert!(
+                matches!(error, Error::UnsupportedOperationPlan(_)),
+                "{error}"
+            );
+            assert!(
+                error
+                    .to_string()
+                    .contains("AuthorizingAccel declares no operation-plan capability"),
+                "{error}"
+            );
+            assert!(!class.authorized_before(plans[5].static_address().unwrap()));
+        }
+        // Another class does not see what this one authorized.
+        let other = CarrierClass::mint("OtherAccel", ClassKind::Independent);
+        register_operation_capabilities(other, []).unwrap();
+        assert!(check_capability(other, &plans[0]).is_err());
+    }
 }

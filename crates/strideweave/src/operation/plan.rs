@@ -282,6 +282,16 @@ impl OperationPlan {
         }
     }
 
+    /// The address of the fields when they are in static memory (never freed, so the
+    /// address names the plan for the life of the process).
+    #[inline]
+    pub(crate) fn static_address(&self) -> Option<usize> {
+        match self.inner {
+            Fields::Static(fields) => Some(std::ptr::from_ref(fields).addr()),
+            Fields::Shared(_) => None,
+        }
+    }
+
     /// Whether the fields are in static memory.
     #[cfg(test)]
     pub(crate) fn is_static(&self) -> bool {
