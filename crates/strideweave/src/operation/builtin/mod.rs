@@ -241,10 +241,7 @@ pub(crate) fn resolve(
             (plan, result)
         }
     };
-    let mut is_tensor = [false; 3];
-    for (slot, operand) in is_tensor.iter_mut().zip(call.operands()) {
-        *slot = operand.as_tensor().is_some();
-    }
+    let is_tensor = layouts.map(|layout| layout.is_some());
     let saved = spec
         .saved
         .iter()
