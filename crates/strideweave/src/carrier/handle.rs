@@ -563,6 +563,7 @@ impl Carrier {
 
     /// The dispatch gate: `UnsupportedOperationPlan` unless this carrier executes `plan`.
     /// The instance snapshot decides when there is one; otherwise the class-level fast path.
+    #[inline]
     pub(crate) fn check_capability(&self, plan: &OperationPlan) -> Result<()> {
         let Some(snapshot) = self.snapshot() else {
             return check_capability(self.class(), plan);

@@ -207,6 +207,7 @@ impl OperationDefinition {
 
     /// [`resolve`](Self::resolve) of a call this definition bound: a built-in resolves it by
     /// value (its operands move into the invocation); a custom resolver borrows it.
+    #[inline]
     pub(crate) fn resolve_owned(&self, call: BoundOperationCall) -> Result<ResolvedInvocation> {
         let invocation = match &self.inner.resolver {
             Resolver::Builtin(builtin, plans) => {

@@ -68,6 +68,7 @@ impl Outputs {
     }
 
     /// The only result (validation has checked the count against the definition).
+    #[inline]
     pub(crate) fn into_single(self, name: &str) -> Result<Tensor> {
         match self {
             Outputs::One([one]) => Ok(one),
@@ -116,8 +117,10 @@ impl OperationDefinition {
         };
         // An operation a provider runs inside its own work (prepare, submit, a completion's
         // wait) records nothing: the node, if any, is the outer call's.
-        let recording = !crate::operation::provider_scope::journaling()
-            && crate::autograd::would_record(&invocation);
+        // (The operands' flags are read first: the thread's provider state only when they
+        // ask for gradients.)
+        let recording = crate::autograd::would_record(&invocation)
+            && !crate::operation::provider_scope::journaling();
         if recording && !invocation.mutated_operands().is_empty() {
             return Err(Error::Value(format!(
                 "'{}' writes operands {:?} in place, which cannot be recorded for gradients; call it under no_grad",
@@ -149,7 +152,15 @@ impl OperationDefinition {
     ) -> Result<Outputs> {
         carrier.check_capability(invocation.plan())?;
         let versions = Versions::of(invocation);
-        let scope = ProviderScope::open();
+        // The provider scope journals the writes of provider work so that a failure undoes
+        // them. A built-in computed by the built-in kernel function of a shipped class (the
+        // CPU's, the Generic reference) with no operand declared mutated writes nothing but
+        // its fresh results, which a failure drops unpublished: it needs none.
+        let own_kernel = carrier.class().is_shipped()
+            && self.builtin().is_some()
+            && matches!(carrier.authority(), Authority::Hook { builtin: Some(_) })
+            && invocation.mutated_operands().is_empty();
+        let scope = (!own_kernel).then(ProviderScope::open);
         let (outputs, result_classes) = self.execute(carrier, invocation)?;
         // The publication check guards what code outside the framework returns. A shipped
         // definition-free class runs the framework's own kernels, which build every result
@@ -167,10 +178,12 @@ impl OperationDefinition {
             result_classes.as_deref(),
             outputs.as_slice(),
             &versions,
-            &scope,
+            scope.as_ref(),
             results,
         )?;
-        scope.commit();
+        if let Some(scope) = scope {
+            scope.commit();
+        }
         publish_mutations(invocation, &versions);
         Ok(outputs)
     }
@@ -218,6 +231,7 @@ impl OperationDefinition {
 
 /// The class check of a call: it needs a tensor operand, and every tensor operand lives on
 /// the first one's exact class (a Type error naming both classes otherwise).
+#[inline]
 fn check_one_class(name: &str, operands: &[Operand]) -> Result<()> {
     let mut tensors = operands.iter().filter_map(Operand::as_tensor);
     let Some(first) = tensors.next() else {
@@ -245,6 +259,7 @@ pub(crate) enum Versions {
 }
 
 impl Versions {
+    #[inline]
     pub(crate) fn of(invocation: &ResolvedInvocation) -> Versions {
         let mut items = [0u64; INLINE_VERSIONS];
         let mut len = 0;
@@ -279,6 +294,7 @@ fn operand_versions(invocation: &ResolvedInvocation) -> impl Iterator<Item = u64
 
 /// Moves the version of every operand the invocation declares mutated to exactly one past
 /// its version before the call: the kernel's writes are one publication.
+#[inline]
 fn publish_mutations(invocation: &ResolvedInvocation, versions: &Versions) {
     let mutated = invocation.mutated_operands();
     if mutated.is_empty() {
@@ -319,7 +335,7 @@ pub(crate) fn validate(
     result_classes: Option<&[CarrierClass]>,
     outputs: &[Tensor],
     versions: &Versions,
-    scope: &ProviderScope,
+    scope: Option<&ProviderScope>,
     check: Check,
 ) -> Result<()> {
     let specs = invocation.results();
@@ -420,7 +436,7 @@ fn check_operand_versions(
     invocation: &ResolvedInvocation,
     class: CarrierClass,
     versions: &Versions,
-    scope: &ProviderScope,
+    scope: Option<&ProviderScope>,
 ) -> Result<()> {
     let mut before = versions.as_slice().iter();
     for (index, operand) in invocation.call().operands().iter().enumerate() {
@@ -439,16 +455,17 @@ fn check_operand_versions(
 }
 
 /// The error for tensor operand `position` whose version moved undeclared: the provider's
-/// contract violation when its own work wrote it, another thread's write otherwise.
+/// contract violation when its own work wrote it, another thread's write otherwise (always,
+/// for the framework's own kernels, which run without a provider scope).
 #[cold]
 fn changed_operand(
     invocation: &ResolvedInvocation,
     class: CarrierClass,
     tensor: &Tensor,
     position: usize,
-    scope: &ProviderScope,
+    scope: Option<&ProviderScope>,
 ) -> Error {
-    if scope.wrote(tensor.carrier().id()) {
+    if scope.is_some_and(|scope| scope.wrote(tensor.carrier().id())) {
         return contract(
             invocation,
             class,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::operation::Builtin;
 
 /// How an operand enters an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -189,6 +190,8 @@ impl std::ops::Deref for Fields {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct PlanFields {
     operation: Arc<str>,
+    /// The built-in `operation` names, if any: its typed identity, read by kernels.
+    builtin: Option<Builtin>,
     operands: Box<[OperandPlan]>,
     compute: Arithmetic,
     accumulation: Option<Accumulation>,
@@ -259,6 +262,7 @@ impl OperationPlan {
         Ok(OperationPlan {
             inner: Fields::Shared(Arc::new(PlanFields {
                 operation: operation.into(),
+                builtin: Builtin::from_name(operation),
                 operands,
                 compute,
                 accumulation,
@@ -306,6 +310,12 @@ impl OperationPlan {
     /// The operation name.
     pub fn operation(&self) -> &str {
         &self.inner.operation
+    }
+
+    /// The built-in operation this plan is for, if its operation is one.
+    #[inline]
+    pub(crate) fn builtin(&self) -> Option<Builtin> {
+        self.inner.builtin
     }
 
     /// The operands, in order.

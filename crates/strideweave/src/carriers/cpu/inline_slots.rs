@@ -132,9 +132,30 @@ impl InlineSlots {
     }
 
     /// Fills `out` (at most the used words) with a consistent copy of the leading words, as
-    /// elements; `None` once released.
-    #[inline]
+    /// elements; `None` once released. The first attempt is inline; a write overlapping it
+    /// (or a released carrier, whose sequence is odd) takes [`load_contended`](Self::load_contended).
+    #[inline(always)]
     fn load<T: Word>(&self, out: &mut [T]) -> Option<()> {
+        let before = self.sequence.load(Ordering::Acquire);
+        if before.is_multiple_of(2) {
+            for (value, word) in out.iter_mut().zip(&self.words) {
+                *value = T::from_word(word.load(Ordering::Relaxed));
+            }
+            // Orders the word loads before the second sequence load: if it still reads
+            // `before`, no write was published in between (the seqlock read protocol).
+            fence(Ordering::Acquire);
+            if self.sequence.load(Ordering::Relaxed) == before {
+                return Some(());
+            }
+        }
+        self.load_contended(out)
+    }
+
+    /// [`load`](Self::load) after a first attempt that a write overlapped, or on a released
+    /// carrier: retries, then waits for the writer.
+    #[cold]
+    #[inline(never)]
+    fn load_contended<T: Word>(&self, out: &mut [T]) -> Option<()> {
         for _ in 0..READ_ATTEMPTS {
             let before = self.sequence.load(Ordering::Acquire);
             if before == RELEASED {
@@ -144,8 +165,7 @@ impl InlineSlots {
                 for (value, word) in out.iter_mut().zip(&self.words) {
                     *value = T::from_word(word.load(Ordering::Relaxed));
                 }
-                // Orders the word loads before the second sequence load: if it still reads
-                // `before`, no write was published in between (the seqlock read protocol).
+                // The seqlock read protocol, as in `load`.
                 fence(Ordering::Acquire);
                 if self.sequence.load(Ordering::Relaxed) == before {
                     return Some(());
@@ -165,7 +185,7 @@ impl InlineSlots {
     }
 
     /// Copies the used words into the leading words of `words`; `None` once released.
-    #[inline]
+    #[inline(always)]
     pub(super) fn copy_words(&self, words: &mut [u32; WORDS]) -> Option<()> {
         self.load(&mut words[..self.used()])
     }

@@ -366,7 +366,7 @@ fn tiny<T: Compute, O: Stored>(
 /// One operand of [`tiny`] over the `layout.size()` result elements: a weak scalar (the
 /// default for an absent operand), the single value of a one-element tensor, or the inline
 /// slots of a tensor laid out as `layout` and stored as `T`, copied into `words`.
-#[inline]
+#[inline(always)]
 fn tiny_run<'b, T: Compute>(
     name: &str,
     operand: Option<&Operand>,

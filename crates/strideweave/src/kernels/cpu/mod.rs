@@ -38,8 +38,8 @@ use crate::tensor::Tensor;
 /// - the carriers' errors (a released operand, an allocation failure).
 pub(crate) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
-    let planned = invocation.plan().operation();
-    if planned != name {
+    if invocation.plan().builtin() != Some(builtin) {
+        let planned = invocation.plan().operation();
         return Err(Error::Value(format!(
             "the CPU kernel of '{name}' cannot execute a plan of '{planned}'"
         )));
@@ -142,4 +142,54 @@ fn fresh_result<O: Stored>(
 /// reference words it: `'add' overflows Int32: 2147483647 + 1`.
 fn overflow(name: &str, detail: impl fmt::Display) -> Error {
     Error::Overflow(format!("'{name}' overflows Int32: {detail}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operation::{operation_definition, Arithmetic, OperandPlan, OperationPlan};
+    use crate::{DType, Shape, Value};
+
+    /// A kernel reads the plan's typed identity: handed the resolved invocation of another
+    /// built-in, the CPU and reference kernels refuse it, naming both operations.
+    #[test]
+    fn a_kernel_refuses_the_plan_of_another_builtin() -> Result<()> {
+        let x = Tensor::compact(Cpu::from_f32(&[1.0, -2.0], true)?, Shape::new(2)?)?;
+        let definition = operation_definition("neg")?;
+        let invocation = definition.resolve(&definition.bind(vec![x.into()], &[])?)?;
+        assert_eq!(invocation.plan().builtin(), Some(Builtin::Neg));
+        let cpu = execute(Builtin::Abs, &invocation).expect_err("a plan of neg");
+        assert_eq!(
+            cpu.to_string(),
+            "value error: the CPU kernel of 'abs' cannot execute a plan of 'neg'"
+        );
+        let reference =
+            crate::kernels::reference::execute(Builtin::Abs, &invocation).expect_err("neg");
+        assert_eq!(
+            reference.to_string(),
+            "value error: the reference kernel of 'abs' cannot execute a plan of 'neg'"
+        );
+        let values = execute(Builtin::Neg, &invocation)?.to_values()?;
+        assert_eq!(values, [Value::Float(-1.0), Value::Float(2.0)]);
+        Ok(())
+    }
+
+    /// A plan knows the built-in its operation names, and a custom operation is none.
+    #[test]
+    fn a_plan_carries_the_typed_identity_of_its_operation() -> Result<()> {
+        let operand = || OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32);
+        let plan = |name: &str| -> Result<OperationPlan> {
+            OperationPlan::new(
+                name,
+                [operand()?],
+                Arithmetic::Binary32,
+                None,
+                None,
+                DType::FLOAT32,
+            )
+        };
+        assert_eq!(plan("relu")?.builtin(), Some(Builtin::Relu));
+        assert_eq!(plan("lab.relu")?.builtin(), None);
+        Ok(())
+    }
 }

@@ -34,8 +34,8 @@ use crate::tensor::Tensor;
 /// - carrier errors (a released operand, an allocation failure) as they occur.
 pub(crate) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let name = builtin.name();
-    let planned = invocation.plan().operation();
-    if planned != name {
+    if invocation.plan().builtin() != Some(builtin) {
+        let planned = invocation.plan().operation();
         return Err(Error::Value(format!(
             "the reference kernel of '{name}' cannot execute a plan of '{planned}'"
         )));
