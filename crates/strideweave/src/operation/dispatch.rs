@@ -152,21 +152,22 @@ impl OperationDefinition {
     ) -> Result<Outputs> {
         carrier.check_capability(invocation.plan())?;
         let versions = Versions::of(invocation);
+        // A shipped definition-free class runs the framework's own kernels, which build every
+        // result from its specification (`kernels::cpu::fresh_result` and the Generic
+        // reference).
+        let own_kernels =
+            carrier.class().is_shipped() && matches!(carrier.authority(), Authority::Hook { .. });
         // The provider scope journals the writes of provider work so that a failure undoes
-        // them. A built-in computed by the built-in kernel function of a shipped class (the
-        // CPU's, the Generic reference) with no operand declared mutated writes nothing but
-        // its fresh results, which a failure drops unpublished: it needs none.
-        let own_kernel = carrier.class().is_shipped()
+        // them. A built-in computed by such a class's built-in kernel function (the CPU's,
+        // the Generic reference) with no operand declared mutated writes nothing but its
+        // fresh results, which a failure drops unpublished: it needs none.
+        let needs_no_scope = own_kernels
             && self.builtin().is_some()
             && matches!(carrier.authority(), Authority::Hook { builtin: Some(_) })
             && invocation.mutated_operands().is_empty();
-        let scope = (!own_kernel).then(ProviderScope::open);
+        let scope = (!needs_no_scope).then(ProviderScope::open);
         let (outputs, result_classes) = self.execute(carrier, invocation)?;
-        // The publication check guards what code outside the framework returns. A shipped
-        // definition-free class runs the framework's own kernels, which build every result
-        // from its specification (`kernels::cpu::fresh_result` and the Generic reference).
-        let own_kernels =
-            carrier.class().is_shipped() && matches!(carrier.authority(), Authority::Hook { .. });
+        // The publication check guards what code outside the framework returns.
         let results = if own_kernels {
             Check::OperandVersions
         } else {
