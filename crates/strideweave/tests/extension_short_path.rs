@@ -106,6 +106,51 @@ fn a_failing_synchronous_kernel_publishes_nothing() -> Result<()> {
     Ok(())
 }
 
+/// A synchronous kernel runs where the long form's prepared record would be submitted: it
+/// receives the provider's own interface instance and the call's operands, a panic in it is
+/// the pattern's `submit` panicking, an empty result list is refused as the long form's
+/// `ProviderResult` refuses it, and neither publishes anything.
+#[test]
+fn a_synchronous_kernel_runs_as_the_submission_of_its_long_form() -> Result<()> {
+    let mode = Arc::new(std::sync::atomic::AtomicU8::new(0));
+    let seen = Arc::clone(&mode);
+    let neg = KernelPattern::synchronous(
+        [OperationCapability::builtin("neg", &[DType::FLOAT32])?],
+        "short.modes",
+        move |invocation, interface| {
+            assert_eq!(interface.identity().version(), "1");
+            match seen.load(Ordering::SeqCst) {
+                0 => panic!("the short neg panicked on purpose"),
+                1 => Ok(Vec::new()),
+                _ => {
+                    let x = invocation.call().tensor(0)?.to_f32_vec()?;
+                    Ok(vec![invocation.result_from_f32(
+                        0,
+                        &x.iter().map(|v| -v).collect::<Vec<_>>(),
+                    )?])
+                }
+            }
+        },
+    )?;
+    let class = slots_class("ShortModes", [neg], false)?;
+    let x = tensor(class, &[1.0, -3.0])?;
+    let version = x.version();
+    let panicked = call_one("neg", [x.clone().into()], &[]).unwrap_err();
+    assert_eq!(
+        panicked.to_string(),
+        "provider contract violated: kernel pattern 'short.modes' of ShortModes panicked in \
+         submit: the short neg panicked on purpose"
+    );
+    mode.store(1, Ordering::SeqCst);
+    let empty = call_one("neg", [x.clone().into()], &[]).unwrap_err();
+    assert_eq!(empty.kind(), ErrorKind::Value, "{empty}");
+    assert!(empty.to_string().contains("ProviderResult"), "{empty}");
+    assert_eq!((x.version(), x.to_f32_vec()?), (version, vec![1.0, -3.0]));
+    mode.store(2, Ordering::SeqCst);
+    assert_eq!(call_one("neg", [x.into()], &[])?.to_f32_vec()?, [-1.0, 3.0]);
+    Ok(())
+}
+
 #[test]
 fn a_synchronous_pattern_needs_a_plan_of_one_operation() -> Result<()> {
     let kernel = |_: &_, _: &_| Ok(Vec::new());

@@ -10,13 +10,14 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::carrier::{CarrierClass, ClassKind};
 use crate::carriers::extension::registration::{self, ClassBinding};
 use crate::carriers::extension::{
-    carrier_definition, InterfaceHandle, PreparedKernel, Unsupported,
+    carrier_definition, InterfaceHandle, PreparedKernel, ProviderResult, Unsupported,
 };
 use crate::error::{guard, Error, Result, UnsupportedOperationPlan};
 use crate::operation::dispatch::ProviderOutputs;
 use crate::operation::{
     OperationCapability, OperationDefinition, OperationPlan, ResolvedInvocation,
 };
+use crate::tensor::Tensor;
 
 /// What a pattern's preparation returns: prepared work, or a rejection that lets the next
 /// candidate prepare.
@@ -37,11 +38,26 @@ pub enum Preparation {
 pub type PrepareFn =
     dyn Fn(&ResolvedInvocation, &InterfaceHandle) -> Result<Preparation> + Send + Sync;
 
+/// The body of a synchronous kernel ([`KernelPattern::synchronous`]): the results of one
+/// invocation, computed at submission.
+pub(crate) type SyncKernelFn =
+    dyn Fn(&ResolvedInvocation, &InterfaceHandle) -> Result<Vec<Tensor>> + Send + Sync;
+
+/// How a pattern turns an invocation into work.
+pub(crate) enum PatternWork {
+    /// The provider's own preparation: prepared work, or a decline.
+    Prepare(Box<PrepareFn>),
+    /// A synchronous kernel, which never declines: the framework runs it where the long
+    /// form's prepared record would be submitted, on the invocation it holds (no prepared
+    /// record, no copy of the invocation), and hands its results over as a ready result.
+    Synchronous(Box<SyncKernelFn>),
+}
+
 struct PatternInner {
     operation: OperationDefinition,
     plans: Arc<[OperationCapability]>,
     kernel_id: Arc<str>,
-    prepare: Box<PrepareFn>,
+    work: PatternWork,
     preference: i64,
 }
 
@@ -68,6 +84,19 @@ impl KernelPattern {
             + Send
             + Sync
             + 'static,
+        preference: i64,
+    ) -> Result<KernelPattern> {
+        let work = PatternWork::Prepare(Box::new(prepare));
+        KernelPattern::build(operation, plans, kernel_id, work, preference)
+    }
+
+    /// The pattern of [`new`](Self::new) or [`synchronous`](Self::synchronous), validated
+    /// (Value errors as `new` says).
+    pub(crate) fn build(
+        operation: &OperationDefinition,
+        plans: impl IntoIterator<Item = OperationCapability>,
+        kernel_id: &str,
+        work: PatternWork,
         preference: i64,
     ) -> Result<KernelPattern> {
         if kernel_id.is_empty() {
@@ -99,7 +128,7 @@ impl KernelPattern {
                 operation: *operation,
                 plans,
                 kernel_id: Arc::from(kernel_id),
-                prepare: Box::new(prepare),
+                work,
                 preference,
             }),
         })
@@ -130,19 +159,9 @@ impl KernelPattern {
         format!("kernel pattern '{}' of {class}", self.kernel_id())
     }
 
-    /// Runs the preparation under the provider guard.
-    fn prepare(
-        &self,
-        class: CarrierClass,
-        invocation: &ResolvedInvocation,
-        interface: &InterfaceHandle,
-    ) -> Result<Preparation> {
-        let prepare = &self.inner.prepare;
-        guard(
-            || self.provider_name(class),
-            "prepare",
-            || prepare(invocation, interface),
-        )
+    /// How this pattern turns an invocation into work.
+    fn work(&self) -> &PatternWork {
+        &self.inner.work
     }
 }
 
@@ -407,7 +426,16 @@ impl ExecutionSet {
             if !pattern.operation().same_as(definition) {
                 continue;
             }
-            let kernel = match pattern.prepare(self.class, invocation, &self.interface)? {
+            let name = || pattern.provider_name(self.class);
+            let prepare = match pattern.work() {
+                PatternWork::Prepare(prepare) => prepare,
+                PatternWork::Synchronous(kernel) => {
+                    let results = guard(name, "submit", || kernel(invocation, &self.interface))?;
+                    return Ok(ProviderResult::new(results)?.into_outputs());
+                }
+            };
+            let preparation = guard(name, "prepare", || prepare(invocation, &self.interface))?;
+            let kernel = match preparation {
                 Preparation::Unsupported(rejection) => {
                     reasons.push(format!("{}: {}", pattern.kernel_id(), rejection.reason()));
                     continue;
@@ -428,7 +456,6 @@ impl ExecutionSet {
                     self.interface.identity()
                 )));
             }
-            let name = || pattern.provider_name(self.class);
             let submitted = kernel.submit_for(name)?;
             let result = guard(name, "wait", || submitted.into_value())?;
             return Ok(result.into_outputs());

@@ -1,11 +1,9 @@
 //! Short forms for the kernel side of a definition: a synchronous kernel pattern, a provider
 //! with a default interface, and built-in capabilities by name and dtypes.
 
-use std::sync::Arc;
-
+use crate::carriers::extension::kernels::PatternWork;
 use crate::carriers::extension::{
-    InterfaceHandle, KernelExecutionInterface, KernelPattern, KernelProvider, Preparation,
-    PreparedKernel, ProviderResult, Submitted,
+    InterfaceHandle, KernelExecutionInterface, KernelPattern, KernelProvider,
 };
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -15,19 +13,18 @@ use crate::operation::{
 };
 use crate::tensor::Tensor;
 
-/// The body of a synchronous kernel: the results of one invocation, computed at submission.
-type SyncKernelFn =
-    dyn Fn(&ResolvedInvocation, &InterfaceHandle) -> Result<Vec<Tensor>> + Send + Sync;
-
 impl KernelPattern {
     /// A pattern whose kernel runs synchronously: `kernel(invocation, interface)` computes
-    /// the results when the framework submits the prepared record, and they are handed over
-    /// as a ready [`ProviderResult`].
+    /// the results at submission, and they are handed over as a ready
+    /// [`ProviderResult`](crate::carriers::extension::ProviderResult).
     ///
     /// The long form it stands for: `prepare` returns
     /// `Preparation::Kernel(PreparedKernel::new(interface, submit))` whose `submit` returns
     /// `ProviderResult::new(results).map(Submitted::Ready)`; it never declines (a pattern that
-    /// declines some invocations uses [`KernelPattern::new`]). The operation is the plans'
+    /// declines some invocations uses [`KernelPattern::new`]). The framework runs it as that
+    /// long form would run — a panic in `kernel` is reported as the pattern's `submit` — but
+    /// builds no prepared record: `kernel` gets the invocation the framework holds, not a
+    /// copy. The operation is the plans'
     /// (all must name one), the preference 0. The framework validates the results, publishes
     /// them and records the autograd node as for any kernel; an error from `kernel` fails the
     /// call with nothing published.
@@ -51,21 +48,11 @@ impl KernelPattern {
                     "KernelPattern '{kernel_id}' needs at least one plan"
                 ))
             })?;
-        let kernel: Arc<SyncKernelFn> = Arc::new(kernel);
-        KernelPattern::new(
+        KernelPattern::build(
             &operation_definition(&name)?,
             plans,
             kernel_id,
-            move |invocation, interface| {
-                let (kernel, invocation, handle) =
-                    (Arc::clone(&kernel), invocation.clone(), interface.clone());
-                Ok(Preparation::Kernel(PreparedKernel::new(
-                    interface.clone(),
-                    move || {
-                        ProviderResult::new(kernel(&invocation, &handle)?).map(Submitted::Ready)
-                    },
-                )))
-            },
+            PatternWork::Synchronous(Box::new(kernel)),
             0,
         )
     }
