@@ -136,19 +136,33 @@ impl InlineSlots {
     /// (or a released carrier, whose sequence is odd) takes [`load_contended`](Self::load_contended).
     #[inline(always)]
     fn load<T: Word>(&self, out: &mut [T]) -> Option<()> {
-        let before = self.sequence.load(Ordering::Acquire);
-        if before.is_multiple_of(2) {
-            for (value, word) in out.iter_mut().zip(&self.words) {
-                *value = T::from_word(word.load(Ordering::Relaxed));
-            }
-            // Orders the word loads before the second sequence load: if it still reads
-            // `before`, no write was published in between (the seqlock read protocol).
-            fence(Ordering::Acquire);
-            if self.sequence.load(Ordering::Relaxed) == before {
-                return Some(());
-            }
+        if self.try_load(out) {
+            return Some(());
         }
         self.load_contended(out)
+    }
+
+    /// One optimistic read: whether `out` now holds a consistent copy (false when a write
+    /// was being published or overlapped the copy, and on a released carrier).
+    #[inline(always)]
+    fn try_load<T: Word>(&self, out: &mut [T]) -> bool {
+        let before = self.sequence.load(Ordering::Acquire);
+        if !before.is_multiple_of(2) {
+            return false;
+        }
+        self.copy_out(out);
+        // Orders the word loads before the second sequence load: if it still reads
+        // `before`, no write was published in between (the seqlock read protocol).
+        fence(Ordering::Acquire);
+        self.sequence.load(Ordering::Relaxed) == before
+    }
+
+    /// Copies the leading words into `out`, as elements, with no consistency check.
+    #[inline(always)]
+    fn copy_out<T: Word>(&self, out: &mut [T]) {
+        for (value, word) in out.iter_mut().zip(&self.words) {
+            *value = T::from_word(word.load(Ordering::Relaxed));
+        }
     }
 
     /// [`load`](Self::load) after a first attempt that a write overlapped, or on a released
@@ -157,19 +171,11 @@ impl InlineSlots {
     #[inline(never)]
     fn load_contended<T: Word>(&self, out: &mut [T]) -> Option<()> {
         for _ in 0..READ_ATTEMPTS {
-            let before = self.sequence.load(Ordering::Acquire);
-            if before == RELEASED {
+            if self.sequence.load(Ordering::Acquire) == RELEASED {
                 return None;
             }
-            if before.is_multiple_of(2) {
-                for (value, word) in out.iter_mut().zip(&self.words) {
-                    *value = T::from_word(word.load(Ordering::Relaxed));
-                }
-                // The seqlock read protocol, as in `load`.
-                fence(Ordering::Acquire);
-                if self.sequence.load(Ordering::Relaxed) == before {
-                    return Some(());
-                }
+            if self.try_load(out) {
+                return Some(());
             }
             std::hint::spin_loop();
         }
@@ -178,9 +184,7 @@ impl InlineSlots {
         if self.sequence.load(Ordering::Acquire) == RELEASED {
             return None;
         }
-        for (value, word) in out.iter_mut().zip(&self.words) {
-            *value = T::from_word(word.load(Ordering::Relaxed));
-        }
+        self.copy_out(out);
         Some(())
     }
 
