@@ -85,6 +85,23 @@ fn tiny_add(c: &mut Criterion) {
             x.iter().zip(y).map(|(p, q)| p + q).collect::<Vec<f32>>()
         })
     });
+    // The floor under every result, with no dispatch at all: the raw sum stored in a fresh
+    // CPU carrier record (class, version, release state, sequence-locked inline slots) and
+    // wrapped in a fresh tensor record (identity, gradient state) found by its shape — the
+    // two shared records each StrideWeave result is.
+    let shape = a.shape().clone();
+    let records = |x: &[f32; 4], y: &[f32; 4], shape: &Shape| {
+        let sum: [f32; 4] = std::array::from_fn(|i| x[i] + y[i]);
+        let carrier = Cpu::from_f32(&sum, true).expect("carrier");
+        Tensor::compact(carrier, shape.clone()).expect("tensor")
+    };
+    assert_eq!(floats(&records(&x, &y, &shape)), expected);
+    group.bench_function("result_records", |bench| {
+        bench.iter(|| {
+            let (x, y, shape) = black_box((&x, &y, &shape));
+            records(x, y, shape)
+        })
+    });
     group.bench_function("strideweave", |bench| {
         bench.iter(|| ops::add(black_box(&a), black_box(&b)).expect("add"))
     });
