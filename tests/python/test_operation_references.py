@@ -121,7 +121,7 @@ def test_an_exception_in_the_reference_propagates_as_itself() -> None:
             sw.ProviderContractError,
             r"reference result 0 has layout 2:2, its spec says 2:1",
         ),
-        (lambda x: x, sw.ProviderContractError, "reference result 0 is an operand, but its spec aliases none"),
+        (lambda x: x, sw.ProviderContractError, "reference result 0 shares storage with operand 0, but its spec aliases none"),
     ],
 )
 def test_a_reference_result_that_breaks_its_spec_is_named(answer: Any, kind: type, message: str) -> None:

@@ -207,8 +207,9 @@ fn a_tier_whose_new_like_keeps_the_prototypes_size_breaks_the_scattered_values()
     assert!(
         message.starts_with(
             "broken promise 'scatter writes exactly its slots': TiledEvictable(Tier, Tier) \
-             (NewLikeSizedLikePrototype): reading element [4] after TiledEvictable::scatter \
-             (replace) into tiles [[2, 0]] (grid [3], tile [2]) failed:"
+             (NewLikeSizedLikePrototype): project of tiles [[2, 0]] (grid [3], tile [2]) \
+             failed: provider contract violated: Tier.new_like was asked for 4 slots but made \
+             a carrier of 6"
         ),
         "{message}"
     );

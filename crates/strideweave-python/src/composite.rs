@@ -201,7 +201,8 @@ fn prepare_callback(
             Ok(CompositePreparation::Composite(PreparedComposite::new(
                 move || {
                     Python::attach(|py| {
-                        let record = record.bind(py).get();
+                        let held = record.bind(py);
+                        let record = held.get();
                         take_submission(&record.submitted, "PreparedComposite")?;
                         let label = "PreparedComposite submit";
                         let returned = record
@@ -209,7 +210,12 @@ fn prepare_callback(
                             .bind(py)
                             .call0()
                             .map_err(|e| park(py, label, e))?;
-                        accept::<ProviderResult>(py, returned, label)
+                        accept::<ProviderResult>(
+                            py,
+                            returned,
+                            label,
+                            Some(held.clone().into_any().unbind()),
+                        )
                     })
                 },
             )))

@@ -1,5 +1,6 @@
 //! Conversions between Python objects and the core's scalars and integer trees.
 
+use crate::errors::IntoPyResult;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyTuple};
@@ -132,4 +133,14 @@ pub fn to_indices(object: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<usize>>
         )));
     };
     items.iter().map(|item| to_index(item, what)).collect()
+}
+
+/// What one element of a Python list of numbers costs: the list's pointer and the number
+/// object (an `int` or a `float`, 24 to 32 bytes).
+const PYTHON_ELEMENT_BYTES: usize = 40;
+
+/// Refuses, with a `MemoryError` naming `what` and the limit in force, a Python list of
+/// `count` numbers that this process's memory cannot hold — before anything is allocated.
+pub fn check_python_list(count: usize, what: impl FnOnce() -> String) -> PyResult<()> {
+    strideweave::limits::check_allocation(count, PYTHON_ELEMENT_BYTES, what).py()
 }

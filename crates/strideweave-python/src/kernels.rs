@@ -407,7 +407,8 @@ fn pattern_prepare(
                 handle.clone(),
                 move || {
                     Python::attach(|py| {
-                        let record = record.bind(py).get();
+                        let held = record.bind(py);
+                        let record = held.get();
                         take_submission(&record.submitted, "PreparedKernel")?;
                         let label = format!("PreparedKernel submit of kernel '{kernel_id}'");
                         let returned = record
@@ -415,7 +416,12 @@ fn pattern_prepare(
                             .bind(py)
                             .call0()
                             .map_err(|e| park(py, &label, e))?;
-                        accept::<ProviderResult>(py, returned, &label)
+                        accept::<ProviderResult>(
+                            py,
+                            returned,
+                            &label,
+                            Some(held.clone().into_any().unbind()),
+                        )
                     })
                 },
             )))

@@ -374,6 +374,9 @@ impl PyLayout {
 
     /// Every index, in colexicographic coordinate order.
     fn indices(&self) -> PyResult<Vec<usize>> {
+        crate::convert::check_python_list(self.inner.size(), || {
+            format!("the indices of Layout('{}')", self.inner)
+        })?;
         (0..self.inner.size())
             .map(|ordinal| self.inner.index_of(ordinal).map_err(layout_err))
             .collect()

@@ -186,15 +186,28 @@ fn not_bool(what: &str, done: &Bound<'_, PyAny>) -> Error {
 
 /// Accepts what a Python `submit` returned: the ready value, or a completion object (any
 /// object with a `done` property holding a `bool` and a callable `wait`, the structural
-/// `ProviderCompletion` protocol) waited on later. Anything else is a Type error naming
-/// `what`.
+/// `ProviderCompletion` protocol, and no `__await__`) waited on later. Anything else is a
+/// Type error naming `what`.
+///
+/// `record` (the prepared-work record whose `submit` returned) is kept alive with a pending
+/// completion until the framework drops it after the terminal outcome, so what the provider's
+/// prepared work holds outlives the caller's handles.
 pub fn accept<T: SubmissionKind>(
     py: Python<'_>,
     returned: Bound<'_, PyAny>,
     what: &str,
+    record: Option<Py<PyAny>>,
 ) -> strideweave::Result<Submitted<T>> {
     if let Some(value) = T::ready(&returned) {
         return Ok(Submitted::Ready(value));
+    }
+    // The seed's completion is a blocking protocol: a coroutine-style object is refused.
+    if returned.hasattr("__await__").unwrap_or(false) {
+        return Err(Error::Type(format!(
+            "{what} returned {}, which exposes __await__: a ProviderCompletion is a blocking \
+             done/wait() protocol, not an awaitable",
+            type_name(&returned)
+        )));
     }
     let has_wait = returned
         .getattr("wait")
@@ -225,6 +238,7 @@ pub fn accept<T: SubmissionKind>(
         object: returned.unbind(),
         what: what.to_owned(),
         outcome: OnceLock::new(),
+        _record: record,
     }))
 }
 
@@ -235,6 +249,8 @@ struct PyCompletion<T> {
     object: Py<PyAny>,
     what: String,
     outcome: OnceLock<strideweave::Result<T>>,
+    /// The prepared record that submitted this work, held for as long as the completion.
+    _record: Option<Py<PyAny>>,
 }
 
 impl<T: SubmissionKind> PyCompletion<T> {

@@ -172,17 +172,22 @@ fn check_results(
                     .operands()
                     .get(alias)
                     .and_then(|operand| operand.as_tensor())
-                    .is_some_and(|operand| operand.same_as(result));
+                    .is_some_and(|operand| operand.carrier().same_as(result.carrier()));
                 if !aliased {
                     return Err(broken(format!(
-                        "result {index} must be operand {alias} itself (its spec's alias_of)"
+                        "result {index} must be operand {alias} or a view of its storage (its \
+                         spec's alias_of)"
                     )));
                 }
             }
             None => {
-                if operands.iter().any(|operand| operand.same_as(result)) {
+                if let Some(position) = operands
+                    .iter()
+                    .position(|operand| operand.carrier().same_as(result.carrier()))
+                {
                     return Err(broken(format!(
-                        "result {index} is an operand, but its spec aliases none"
+                        "result {index} shares storage with operand {position}, but its spec \
+                         aliases none"
                     )));
                 }
             }

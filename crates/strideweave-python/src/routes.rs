@@ -191,7 +191,8 @@ impl PyTransferProvider {
                 Ok(TransferPreparation::Transfer(PreparedTransfer::new(
                     move || {
                         Python::attach(|py| {
-                            let record = record.bind(py).get();
+                            let held = record.bind(py);
+                            let record = held.get();
                             take_submission(&record.submitted, "PreparedTransfer")?;
                             let label = format!("PreparedTransfer submit of route '{route_id}'");
                             let returned = record
@@ -199,7 +200,12 @@ impl PyTransferProvider {
                                 .bind(py)
                                 .call0()
                                 .map_err(|e| park(py, &label, e))?;
-                            accept::<()>(py, returned, &label)
+                            accept::<()>(
+                                py,
+                                returned,
+                                &label,
+                                Some(held.clone().into_any().unbind()),
+                            )
                         })
                     },
                 )))

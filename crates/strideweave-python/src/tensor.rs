@@ -513,6 +513,9 @@ impl PyTensor {
     /// The values nested by top-level mode (`to_list()[i][j] == t[i, j]`; a scalar for a
     /// rank-0 tensor).
     fn to_list(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        crate::convert::check_python_list(self.inner.size(), || {
+            format!("the list of a Tensor of shape {}", self.inner.shape())
+        })?;
         let values = py.detach(|| self.inner.to_values()).py()?;
         let extents: Vec<usize> = (0..self.inner.layout().rank())
             .map(|k| self.inner.layout().mode(k).map(|m| m.size()))

@@ -223,12 +223,14 @@ impl fmt::Display for ProviderPanic {
 /// Runs the provider callback `callback` of `provider` (named lazily, only on a panic):
 /// its error propagates as it is, and a panic becomes [`Error::ProviderPanicked`]. The one
 /// guard every provider callback goes through, so a provider's panic never unwinds through
-/// the framework.
+/// the framework, and nothing the callback calls records autograd nodes (node construction
+/// is framework-owned).
 pub(crate) fn guard<T>(
     provider: impl FnOnce() -> String,
     callback: &'static str,
     run: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
+    let _callback = crate::autograd::provider_callback();
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|payload| {
         let detail = payload
             .downcast_ref::<&str>()

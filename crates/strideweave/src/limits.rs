@@ -5,8 +5,9 @@
 //! 2^40 elements costs nothing to build. Work that follows such a view must not allocate or
 //! iterate in its logical size unchecked. Two rules keep it bounded:
 //!
-//! - `reserve`: an allocation is checked against this machine's physical memory before it
-//!   is made, and a refusal is a Memory error naming what was being built;
+//! - `reserve`: an allocation is checked against the memory this process may use (its
+//!   address-space limit when one is set, else the machine's physical memory) before it is
+//!   made, and a refusal is a Memory error naming what was being built and the limit;
 //! - `check_repeated_work`: a view that repeats slots (its size exceeds the slots it spans)
 //!   is processed element by element, and one of more than [`MAX_REPEATED_ELEMENTS`]
 //!   elements is a Value error rather than hours of work.
@@ -19,8 +20,11 @@ use crate::error::{Error, Result};
 /// element (2^32 elements: a few seconds of work).
 pub const MAX_REPEATED_ELEMENTS: usize = 1 << 32;
 
-/// This machine's physical memory in bytes, or `usize::MAX` when the system does not say.
-fn physical_memory() -> usize {
+/// The memory an allocation of this process can use at most, in bytes, and how to name that
+/// limit in a message: the address-space limit (`RLIMIT_AS`) when one is set below this
+/// machine's physical memory, otherwise the physical memory (`usize::MAX` when the system
+/// says neither).
+fn memory_limit() -> (usize, &'static str) {
     // SAFETY: `sysconf` reads a system constant; it has no preconditions and touches no
     // memory of ours.
     let (pages, page_size) = unsafe {
@@ -29,40 +33,75 @@ fn physical_memory() -> usize {
             libc::sysconf(libc::_SC_PAGESIZE),
         )
     };
-    match (usize::try_from(pages), usize::try_from(page_size)) {
+    let physical = match (usize::try_from(pages), usize::try_from(page_size)) {
         (Ok(pages), Ok(size)) if pages > 0 && size > 0 => pages.saturating_mul(size),
         _ => usize::MAX,
+    };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `getrlimit` writes one `rlimit` into the valid, exclusively borrowed `limit`
+    // and reads nothing of ours.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0;
+    match usize::try_from(limit.rlim_cur) {
+        Ok(bytes) if read && limit.rlim_cur != libc::RLIM_INFINITY && bytes < physical => {
+            (bytes, "address-space limit (RLIMIT_AS) of")
+        }
+        _ => (physical, "physical memory of"),
     }
 }
 
-/// Checks that `count` elements of `T` fit in this machine's memory, or a Memory error naming
-/// `what` (the thing that would have been built).
-pub(crate) fn check_fits<T>(count: usize, what: impl FnOnce() -> String) -> Result<()> {
-    let bytes = count.checked_mul(std::mem::size_of::<T>());
-    let available = physical_memory();
+/// Checks that `count` elements of `element_bytes` bytes each fit in the memory this process
+/// may use ([`memory_limit`]), or a Memory error naming `what` (the thing that would have been
+/// built), the bytes it needs and the limit in force. For callers that build something sized
+/// by their caller outside this crate (the Python binding's lists).
+pub fn check_allocation(
+    count: usize,
+    element_bytes: usize,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
+    let bytes = count.checked_mul(element_bytes);
+    let (available, limit) = memory_limit();
     match bytes {
         Some(b) if b <= available => Ok(()),
-        _ => Err(memory_error(count, bytes, available, what())),
+        _ => Err(memory_error(count, bytes, available, limit, what())),
     }
+}
+
+/// Checks that `count` elements of `T` fit in this process's memory (see
+/// [`check_allocation`]).
+pub(crate) fn check_fits<T>(count: usize, what: impl FnOnce() -> String) -> Result<()> {
+    check_allocation(count, std::mem::size_of::<T>(), what)
 }
 
 /// An empty vector with room for `count` elements of `T`, or a Memory error naming `what`
-/// when that many would not fit in this machine's memory or the allocator refuses them.
+/// when that many would not fit in this process's memory or the allocator refuses them.
 pub(crate) fn reserve<T>(count: usize, what: impl Fn() -> String) -> Result<Vec<T>> {
     check_fits::<T>(count, &what)?;
     let mut vector = Vec::new();
     vector.try_reserve_exact(count).map_err(|_| {
         let bytes = count.checked_mul(std::mem::size_of::<T>());
-        memory_error(count, bytes, physical_memory(), what())
+        let (available, limit) = memory_limit();
+        memory_error(count, bytes, available, limit, what())
     })?;
     Ok(vector)
 }
 
-fn memory_error(count: usize, bytes: Option<usize>, available: usize, what: String) -> Error {
+/// The Memory error of an allocation of `count` elements (`bytes` in all) that the `limit`
+/// of `available` bytes cannot hold.
+#[cold]
+fn memory_error(
+    count: usize,
+    bytes: Option<usize>,
+    available: usize,
+    limit: &str,
+    what: String,
+) -> Error {
     let needed = bytes.map_or_else(|| "more than usize::MAX".to_string(), |b| b.to_string());
     Error::Memory(format!(
-        "{what} needs {count} elements ({needed} bytes), which this machine's {available} bytes \
-         of memory cannot hold"
+        "{what} needs {count} elements ({needed} bytes), more than this process's {limit} \
+         {available} bytes can hold"
     ))
 }
 

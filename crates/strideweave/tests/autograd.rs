@@ -796,3 +796,25 @@ fn set_requires_grad_on_a_released_carrier_is_a_runtime_error_and_changes_nothin
     }
     assert!(!t.requires_grad());
 }
+
+#[test]
+fn an_assigned_gradient_keeps_its_leafs_dtype_and_shape() -> Result<()> {
+    let w = Tensor::compact(Cpu::from_f32(&[1.0, 2.0], true)?, Shape::new(2)?)?;
+    w.set_requires_grad(true)?;
+    let ints = Tensor::compact(Cpu::from_i32(&[1, 2], true)?, Shape::new(2)?)?;
+    let error = w.set_grad(Some(ints)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Type);
+    let message = error.to_string();
+    assert!(
+        message.contains("Int32") && message.contains("Float32"),
+        "{message}"
+    );
+    let longer = Tensor::compact(Cpu::from_f32(&[1.0, 2.0, 3.0], true)?, Shape::new(3)?)?;
+    let error = w.set_grad(Some(longer)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert!(w.grad().is_none(), "a refused gradient is not kept");
+    let fitting = Tensor::compact(Cpu::from_f32(&[0.5, 0.25], true)?, Shape::new(2)?)?;
+    w.set_grad(Some(fitting.clone()))?;
+    assert!(w.grad().is_some_and(|g| g.same_as(&fitting)));
+    Ok(())
+}

@@ -286,7 +286,8 @@ fn reject_an_invalid_provider_return() {
     assert_eq!(error.kind(), ErrorKind::Runtime);
     assert!(matches!(error, Error::ProviderContract(_)), "{error:?}");
     assert!(
-        error.to_string().contains("WrongSize") && error.to_string().contains("physical_size of 4"),
+        error.to_string().contains("WrongSize")
+            && error.to_string().contains("physical_size reports 4"),
         "{error}"
     );
 }

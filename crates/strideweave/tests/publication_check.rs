@@ -159,7 +159,7 @@ fn a_third_party_kernel_functions_results_are_checked_like_a_providers() {
         ),
         (
             Flaw::Operand,
-            "provider contract violated: 'neg' on Crooked: result 0 is tensor operand 0 itself, \
+            "provider contract violated: 'neg' on Crooked: result 0 shares storage with operand 0, \
              which its spec does not declare with alias_of",
         ),
     ];

@@ -3,13 +3,55 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 
-thread_local! {
-    static ENABLED: Cell<bool> = const { Cell::new(true) };
+/// A thread's recording state: the mode its scopes set, and how many provider callbacks are
+/// running on it (autograd-node construction is framework-owned, so nothing records inside one).
+struct Recording {
+    enabled: Cell<bool>,
+    provider_callbacks: Cell<usize>,
 }
 
-/// Whether operations on this thread record autograd nodes (on by default).
+thread_local! {
+    static RECORDING: Recording = const {
+        Recording {
+            enabled: Cell::new(true),
+            provider_callbacks: Cell::new(0),
+        }
+    };
+}
+
+/// Whether operations on this thread record autograd nodes: on by default, off inside a
+/// [`no_grad`] scope, and always off while a provider callback (a storage hook, a kernel's or
+/// composite's `prepare`, `submit` or `wait`, a transfer's) runs on this thread, whatever
+/// mode that callback sets.
 pub fn is_grad_enabled() -> bool {
-    ENABLED.with(Cell::get)
+    RECORDING
+        .try_with(|r| r.enabled.get() && r.provider_callbacks.get() == 0)
+        .unwrap_or(false)
+}
+
+/// Marks a provider callback as running on this thread until the returned scope drops:
+/// operations the provider calls meanwhile record nothing (seed: autograd-node construction
+/// stays framework-owned).
+pub(crate) fn provider_callback() -> ProviderCallback {
+    let _ = RECORDING.try_with(|r| r.provider_callbacks.set(r.provider_callbacks.get() + 1));
+    ProviderCallback {
+        _thread_bound: PhantomData,
+    }
+}
+
+/// The scope of [`provider_callback`].
+pub(crate) struct ProviderCallback {
+    /// The scope counts on this thread, so it must end on this thread.
+    _thread_bound: PhantomData<*const ()>,
+}
+
+impl Drop for ProviderCallback {
+    fn drop(&mut self) {
+        let _ = RECORDING.try_with(|r| {
+            r.provider_callbacks
+                .set(r.provider_callbacks.get().saturating_sub(1));
+        });
+    }
 }
 
 /// A scope that sets the recording mode of this thread and restores the previous mode when
@@ -39,7 +81,9 @@ pub struct GradModeGuard {
 
 /// Sets this thread's recording mode until the returned guard drops.
 pub fn set_grad_enabled(enabled: bool) -> GradModeGuard {
-    let previous = ENABLED.with(|cell| cell.replace(enabled));
+    let previous = RECORDING
+        .try_with(|r| r.enabled.replace(enabled))
+        .unwrap_or(true);
     GradModeGuard {
         previous,
         _thread_bound: PhantomData,
@@ -53,7 +97,7 @@ pub fn no_grad() -> GradModeGuard {
 
 impl Drop for GradModeGuard {
     fn drop(&mut self) {
-        ENABLED.with(|cell| cell.set(self.previous));
+        let _ = RECORDING.try_with(|r| r.enabled.set(self.previous));
     }
 }
 
@@ -79,6 +123,24 @@ mod tests {
         let other = std::thread::spawn(is_grad_enabled).join().unwrap_or(false);
         assert!(other, "a new thread starts with recording on");
         assert!(!is_grad_enabled());
+    }
+
+    #[test]
+    fn nothing_records_inside_a_provider_callback_whatever_mode_it_sets() {
+        let callback = provider_callback();
+        assert!(!is_grad_enabled());
+        {
+            let _on = set_grad_enabled(true);
+            assert!(
+                !is_grad_enabled(),
+                "a callback cannot turn recording back on"
+            );
+        }
+        let nested = provider_callback();
+        drop(nested);
+        assert!(!is_grad_enabled(), "the outer callback is still running");
+        drop(callback);
+        assert!(is_grad_enabled());
     }
 
     #[test]

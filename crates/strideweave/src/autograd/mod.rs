@@ -17,6 +17,7 @@ mod tensor_api;
 mod view_rule;
 
 pub use batched::grad_batched;
+pub(crate) use grad_mode::provider_callback;
 pub use grad_mode::{is_grad_enabled, no_grad, set_grad_enabled, GradModeGuard};
 pub(crate) use node::BackwardRule;
 pub use node::Node;

@@ -74,10 +74,18 @@ impl Tensor {
     }
 
     /// Replaces the accumulated gradient. A Runtime error for a non-differentiable tensor
-    /// given one; a Value error for a gradient of another shape.
+    /// given one; a Type error for a gradient of another dtype; a Value error for a gradient
+    /// of another shape.
     pub fn set_grad(&self, grad: Option<Tensor>) -> Result<()> {
         if let Some(g) = &grad {
             self.require_differentiable("assign a gradient")?;
+            if g.dtype() != self.dtype() {
+                return Err(Error::Type(format!(
+                    "a gradient of dtype {} cannot belong to a {} tensor",
+                    g.dtype(),
+                    self.dtype()
+                )));
+            }
             if g.shape() != self.shape() {
                 return Err(Error::Value(format!(
                     "a gradient of Shape {} cannot belong to a tensor of Shape {}",

@@ -253,7 +253,11 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
     }
     fn new_like(&self, values: &[Value], dtype: DType, mutable: bool) -> Result<Carrier> {
         let body = DefinitionFreeCarrier::new_like(self, values, dtype)?;
-        Carrier::new(body, dtype, mutable)
+        Carrier::new(
+            checked_extent(body, "new_like", values.len())?,
+            dtype,
+            mutable,
+        )
     }
     fn allocate_like(
         &self,
@@ -263,7 +267,7 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
         mutable: bool,
     ) -> Result<Carrier> {
         let body = DefinitionFreeCarrier::allocate_like(self, size, dtype, empty)?;
-        Carrier::new(body, dtype, mutable)
+        Carrier::new(checked_extent(body, "allocate_like", size)?, dtype, mutable)
     }
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
         DefinitionFreeCarrier::dispatch_op(self, name)
@@ -274,6 +278,27 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
     fn movement(&self) -> &dyn MovementHooks {
         self
     }
+}
+
+/// A fresh body from the factory hook `callback` asked for `requested` slots: the body when
+/// its [`size`](DefinitionFreeCarrier::size) is exactly that, as construction requires of a
+/// storage provider; otherwise the body is released (once) and the factory fails with a
+/// provider contract error naming the class, the hook and both extents.
+fn checked_extent<T: DefinitionFreeCarrier>(
+    body: T,
+    callback: &str,
+    requested: usize,
+) -> Result<T> {
+    let reported = DefinitionFreeCarrier::size(&body);
+    if reported == requested {
+        return Ok(body);
+    }
+    // Best effort: the extent is the error to report.
+    let _ = DefinitionFreeCarrier::release(&body);
+    Err(Error::ProviderContract(format!(
+        "{}.{callback} was asked for {requested} slots but made a carrier of {reported}",
+        T::NAME
+    )))
 }
 
 impl<T: DefinitionFreeCarrier> MovementHooks for T {

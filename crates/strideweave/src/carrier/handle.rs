@@ -507,7 +507,8 @@ impl Carrier {
     /// A definition-backed carrier answers from its definition: a released carrier is a
     /// Runtime error ([`Error::Released`]); a storage-only class, or a kernel-backed class
     /// with no pattern for the operation, is `UnsupportedOperationPlan` with the reason; an
-    /// unknown name is NotImplemented. Otherwise the operation is bound to the central
+    /// unknown name is NotImplemented. A dependent carrier (one with an instance reach) whose
+    /// reach holds no plan of `name` is `UnsupportedOperationPlan` too. Otherwise the operation is bound to the central
     /// definition of `name`, and its [`forward`](Operation::forward) runs what
     /// [`call`](crate::operation::call) runs for the class (its kernel execution set or its
     /// composite provider) with the pipeline's capability gate and result validation.
@@ -523,6 +524,21 @@ impl Carrier {
             self.check_live("dispatch an operation")?;
         }
         let operation = self.body().dispatch_op(name)?;
+        // A dependent instance executes only what its frozen reach holds, whatever its hook
+        // would build: dispatching outside it is refused as the capability gate refuses it.
+        if let Some(reach) = self.snapshot() {
+            if !reach.iter().any(|c| c.operation() == &**name) {
+                return Err(Error::UnsupportedOperationPlan(
+                    UnsupportedOperationPlan::new(
+                        &**name,
+                        [format!(
+                            "{} declares no operation-plan capability for '{name}'",
+                            self.class()
+                        )],
+                    ),
+                ));
+            }
+        }
         operation.mark_dispatched(Arc::clone(name), self.class())
     }
 

@@ -207,8 +207,16 @@ impl OperationDefinition {
 
     /// [`resolve`](Self::resolve) of a call this definition bound: a built-in resolves it by
     /// value (its operands move into the invocation); a custom resolver borrows it.
+    ///
+    /// A released tensor operand is refused first, before any resolver runs and before any
+    /// alias or recording rule applies (Runtime, naming the operation and the class).
     #[inline]
     pub(crate) fn resolve_owned(&self, call: BoundOperationCall) -> Result<ResolvedInvocation> {
+        for tensor in call.operands().iter().filter_map(Operand::as_tensor) {
+            if tensor.carrier().is_released() {
+                return Err(released_operand(self.name(), tensor));
+            }
+        }
         let invocation = match &self.inner.resolver {
             Resolver::Builtin(builtin, plans) => {
                 return crate::operation::builtin::resolve(*builtin, plans, call)
@@ -224,6 +232,15 @@ impl OperationDefinition {
         }
         Ok(invocation)
     }
+}
+
+/// The refusal of a call of `name` whose operand `tensor` lives on a released carrier.
+#[cold]
+fn released_operand(name: &str, tensor: &Tensor) -> Error {
+    Error::Runtime(format!(
+        "cannot compute '{name}': an operand's {} carrier is released",
+        tensor.carrier().class()
+    ))
 }
 
 /// Every option of `schema` bound to its default, or `None` when one has no default.

@@ -128,14 +128,18 @@ impl OperationDefinition {
                 invocation.mutated_operands()
             )));
         }
-        if recording && invocation.results().iter().any(|r| r.alias_of().is_some()) {
-            return Err(Error::Value(format!(
-                "'{}' returns an operand as its result, which cannot be recorded for gradients; call it under no_grad",
-                self.name()
-            )));
-        }
         let outputs = self.run_resolved(first.carrier(), &invocation)?;
         if recording {
+            // A declared view of an operand is a new tensor and records like any result; the
+            // operand object itself cannot take a node without rewriting its history. Nothing
+            // was written (mutations were refused above), so refusing here changes nothing.
+            if let Some(position) = exact_alias(&invocation, outputs.as_slice()) {
+                return Err(Error::Value(format!(
+                    "'{}' returns its operand {position} itself as a result, which cannot be \
+                     recorded for gradients; call it under no_grad",
+                    self.name()
+                )));
+            }
             crate::autograd::record(&invocation, outputs.as_slice())?;
         }
         Ok(outputs)
@@ -228,6 +232,20 @@ impl OperationDefinition {
         };
         Ok((outputs, None))
     }
+}
+
+/// The position of the first operand a declared alias result is, as the same tensor object.
+fn exact_alias(invocation: &ResolvedInvocation, outputs: &[Tensor]) -> Option<usize> {
+    let operands = invocation.call().operands();
+    invocation
+        .results()
+        .iter()
+        .zip(outputs)
+        .find_map(|(spec, output)| {
+            let alias = spec.alias_of()?;
+            let operand = operands.get(alias)?.as_tensor()?;
+            operand.same_as(output).then_some(alias)
+        })
 }
 
 /// The class check of a call: it needs a tensor operand, and every tensor operand lives on
@@ -325,8 +343,8 @@ pub(crate) enum Check {
 }
 
 /// The publication check: results match their specifications exactly (on `class`, or on
-/// the declared `result_classes` of a composite provider), none is an operand object it was
-/// not declared to alias (a view of an operand's storage is allowed), and no operand was
+/// the declared `result_classes` of a composite provider), none shares an operand's storage
+/// unless declared to alias that operand (as the operand or a view of it), and no operand was
 /// mutated (a `ProviderContract` error otherwise). An operand whose version moved with no
 /// write by the provider on record was written by another thread meanwhile: a Runtime error
 /// saying so.
@@ -377,9 +395,24 @@ fn check_results(
     let operands = invocation.call().operands();
     for (i, (output, spec)) in outputs.iter().zip(invocation.results()).enumerate() {
         if let Some(alias) = spec.alias_of() {
-            let same = operands.get(alias).and_then(Operand::as_tensor);
-            if !same.is_some_and(|t| t.same_as(output)) {
-                return contract(format!("result {i} must be operand {alias} itself"));
+            // A declared alias is the operand itself or a view over its storage.
+            let operand = operands.get(alias).and_then(Operand::as_tensor);
+            let Some(operand) = operand.filter(|t| t.carrier().same_as(output.carrier())) else {
+                return contract(format!(
+                    "result {i} must be operand {alias} or a view of its storage"
+                ));
+            };
+            if !operand.same_as(output)
+                && (output.dtype() != spec.dtype() || output.layout() != spec.layout())
+            {
+                return contract(format!(
+                    "result {i}, a view of operand {alias}, is a {} tensor with layout {}, \
+                     expected {} with layout {}",
+                    output.dtype(),
+                    output.layout(),
+                    spec.dtype(),
+                    spec.layout()
+                ));
             }
             continue;
         }
@@ -415,15 +448,17 @@ fn check_results(
                 spec.layout().cosize()
             ));
         }
-        // A view sharing an operand's storage is a result like any other; the operand object
-        // itself is one only when declared with `alias_of`.
+        // A result over an operand's storage (the operand itself or any view of it) is a
+        // fresh result only in name: it is the provider's violation unless declared with
+        // `alias_of`.
         if let Some(position) = operands
             .iter()
             .filter_map(Operand::as_tensor)
-            .position(|t| t.same_as(output))
+            .position(|t| t.carrier().same_as(output.carrier()))
         {
             return contract(format!(
-                "result {i} is tensor operand {position} itself, which its spec does not declare with alias_of"
+                "result {i} shares storage with operand {position}, which its spec does not \
+                 declare with alias_of"
             ));
         }
     }

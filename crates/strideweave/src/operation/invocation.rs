@@ -145,8 +145,9 @@ impl fmt::Debug for BoundOperationCall {
     }
 }
 
-/// The dtype, shape and exact layout one result must have; `alias_of` names an operand
-/// returned as the identical tensor object; tolerances bound differences from the reference.
+/// The dtype, shape and exact layout one result must have; `alias_of` names an operand whose
+/// storage the result shares (the operand itself, or a view of it with this dtype and
+/// layout); tolerances bound differences from the reference.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResultSpec {
     dtype: DType,
@@ -182,7 +183,9 @@ impl ResultSpec {
         )
     }
 
-    /// Declares that this result is operand `index` itself.
+    /// Declares that this result shares the storage of operand `index`: it is that operand
+    /// itself or a view of it. An undeclared result over an operand's storage is the
+    /// provider's contract violation.
     pub fn aliasing(mut self, index: usize) -> ResultSpec {
         self.alias_of = Some(index);
         self

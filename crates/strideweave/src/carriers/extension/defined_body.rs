@@ -134,9 +134,8 @@ impl<S: Send + Sync + 'static> DefinedBody<S> {
                 return Ok(());
             }
             Err(Error::ProviderContract(format!(
-                "the storage provider of {class} ({}) allocated {slots} slots but reports a \
-                     physical_size of {size}",
-                storage.state_type_name()
+                "the storage provider of {class} was asked to allocate {slots} slots but its \
+                 physical_size reports {size}"
             )))
         });
         if let Err(error) = checked {
@@ -463,10 +462,9 @@ impl<S: Send + Sync + 'static> MovementHooks for DefinedBody<S> {
         let size = storage.call_physical_size(self.class, &*state)?;
         if size != slots {
             return Err(Error::ProviderContract(format!(
-                "the storage provider of {} ({}) allocated {slots} slots but reports a \
-                 physical_size of {size}",
-                self.class,
-                storage.state_type_name()
+                "the storage provider of {} was asked to allocate {slots} slots but its \
+                 physical_size reports {size}",
+                self.class
             )));
         }
         self.extent.store(slots, Ordering::Release);

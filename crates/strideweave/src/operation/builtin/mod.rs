@@ -202,14 +202,6 @@ pub(crate) fn resolve(
 ) -> Result<ResolvedInvocation> {
     let name = builtin.name();
     let spec = builtin.spec();
-    for tensor in call.operands().iter().filter_map(Operand::as_tensor) {
-        if tensor.carrier().is_released() {
-            return Err(Error::Runtime(format!(
-                "cannot compute '{name}': an operand's {} carrier is released",
-                tensor.carrier().class()
-            )));
-        }
-    }
     // Only a family that takes the option has it in its schema.
     let requested = if spec.family.takes_accumulator() {
         call.option("accumulator_dtype")
