@@ -238,6 +238,16 @@ impl FromStr for Layout {
         parser.check_nesting()?;
         let shape = parser.top()?;
         parser.skip_spaces();
+        if parser.pos == parser.bytes.len() {
+            // A shape alone: say how a layout is written, with the column-major one meant.
+            let compact = Shape::from_nodes(&shape).map(|s| Layout::column_major(s).to_string());
+            let example = compact.unwrap_or_else(|_| "(2,3):(1,2)".to_string());
+            fail!(
+                "malformed Layout {}: a layout is written shape:stride and this one has no \
+                 stride; the column-major layout of that shape is \"{example}\"",
+                quote(text)
+            )
+        }
         if parser.bytes.get(parser.pos) != Some(&b':') {
             return parser.error("':'");
         }

@@ -430,3 +430,14 @@ fn slice_keys_apply_exactly_the_documented_rules() {
         "slice of nested mode 0 of Layout ((2,5),3):((1,2),10) accepts only the full range ':'"
     );
 }
+
+#[test]
+fn a_shape_without_strides_is_told_how_a_layout_is_written() {
+    let message = error("(2,3)".parse::<Layout>());
+    assert_eq!(
+        message,
+        "malformed Layout \"(2,3)\": a layout is written shape:stride and this one has no \
+         stride; the column-major layout of that shape is \"(2,3):(1,2)\""
+    );
+    assert!(error("4".parse::<Layout>()).contains("is \"4:1\""));
+}

@@ -208,7 +208,7 @@ impl PyStorageProvider {
         let write = self.write.clone_ref(py);
         StorageProvider::new_with_fresh_for(
             move |state: &PyState, dtype: DType| {
-                Python::attach(|py| {
+                crate::finalization::attach(|py| {
                     let dtype =
                         crate::dtype::wrap(py, dtype).map_err(|e| park(py, "supports_dtype", e))?;
                     let args = PyTuple::new(py, [state.link.instance(py)?, dtype.into_any()])
@@ -227,7 +227,7 @@ impl PyStorageProvider {
                 })
             },
             move |state: &PyState| {
-                Python::attach(|py| {
+                crate::finalization::attach(|py| {
                     let args = PyTuple::new(py, [state.link.instance(py)?])
                         .map_err(|e| park(py, "physical_size", e))?;
                     let answer = call(py, "physical_size", &size, args)?;
@@ -247,7 +247,7 @@ impl PyStorageProvider {
                 })
             },
             move |state: &mut PyState, slots: usize, _dtype: DType| {
-                Python::attach(|py| {
+                crate::finalization::attach(|py| {
                     let slots = PyInt::new(py, slots).into_any().unbind();
                     let args = PyTuple::new(py, [state.link.instance(py)?, slots])
                         .map_err(|e| park(py, "allocate", e))?;
@@ -256,7 +256,7 @@ impl PyStorageProvider {
                 })
             },
             move |state: &mut PyState| {
-                Python::attach(|py| {
+                crate::finalization::attach(|py| {
                     let args = PyTuple::new(py, [state.link.instance(py)?])
                         .map_err(|e| park(py, "release", e))?;
                     let answer = call(py, "release", &release, args)?;
@@ -264,7 +264,7 @@ impl PyStorageProvider {
                 })
             },
             move |state: &PyState, index: usize| {
-                Python::attach(|py| {
+                crate::finalization::attach(|py| {
                     let index = PyInt::new(py, index).into_any().unbind();
                     let args = PyTuple::new(py, [state.link.instance(py)?, index])
                         .map_err(|e| park(py, "read", e))?;
@@ -278,7 +278,7 @@ impl PyStorageProvider {
                 })
             },
             move |state: &mut PyState, index: usize, value: Value| {
-                Python::attach(|py| {
+                crate::finalization::attach(|py| {
                     let index = PyInt::new(py, index).into_any().unbind();
                     let value = from_value(py, value).map_err(|e| park(py, "write", e))?;
                     let args = PyTuple::new(py, [state.link.instance(py)?, index, value])
@@ -288,7 +288,7 @@ impl PyStorageProvider {
                 })
             },
             |state: &PyState, request: FreshRequest| {
-                Python::attach(|py| {
+                crate::finalization::attach(|py| {
                     let prototype = state.link.instance(py)?;
                     fresh_instance(py, prototype.bind(py), request)
                 })
@@ -722,7 +722,7 @@ pub fn register_carrier_definition(
             .collect::<PyResult<Vec<_>>>()?;
         core = core.with_transfers(cores).py()?;
     }
-    py.detach(|| core_register(core_class, core)).py()
+    crate::finalization::detach(py, || core_register(core_class, core)).py()
 }
 
 /// Constructs the core carrier of `instance`, a fresh object of a registered Python class.
@@ -742,8 +742,10 @@ pub fn construct(
         )));
     };
     let state = PyState::linking(instance)?;
-    py.detach(|| Carrier::create(core_class, state, slots, dtype, mutable))
-        .py()
+    crate::finalization::detach(py, || {
+        Carrier::create(core_class, state, slots, dtype, mutable)
+    })
+    .py()
 }
 
 /// The Python instance behind a carrier of a Python class.

@@ -29,7 +29,7 @@ impl PyBlockDevice {
                 type_name(path)
             ))
         })?;
-        let device = py.detach(|| BlockDevice::open(&path)).py()?;
+        let device = crate::finalization::detach(py, || BlockDevice::open(&path)).py()?;
         Ok(PyBlockDevice { inner: device })
     }
 
@@ -111,16 +111,16 @@ impl PyBlockDevice {
                 })?,
         };
         let device = &self.inner;
-        let carrier = py
-            .detach(|| device.allocate(size, mutable, dtype, empty))
-            .py()?;
+        let carrier =
+            crate::finalization::detach(py, || device.allocate(size, mutable, dtype, empty))
+                .py()?;
         registered::<PyBlockDeviceCarrier>(py, carrier)
     }
 
     /// Closes the device; a RuntimeError while carriers on it are live.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let device = &self.inner;
-        py.detach(|| device.close()).py()
+        crate::finalization::detach(py, || device.close()).py()
     }
 
     /// Whether `other` is the same opened device (not merely the same path).

@@ -131,7 +131,7 @@ pub fn write_slots(
 ) -> PyResult<()> {
     let destination = request.destination();
     let run = gather(values, destination.dtype())?;
-    py.detach(|| match &run {
+    crate::finalization::detach(py, || match &run {
         Run::Float32(values) => request.write_f32s(start, values),
         Run::Int32(values) => request.write_i32s(start, values),
         Run::Other(values) => {

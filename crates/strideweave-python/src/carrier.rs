@@ -386,7 +386,7 @@ impl PyCarrier {
     /// The number of slots (0 once released).
     fn size(&self, py: Python<'_>) -> PyResult<usize> {
         let carrier = self.carrier()?;
-        Ok(py.detach(|| carrier.size()))
+        Ok(crate::finalization::detach(py, || carrier.size()))
     }
 
     /// The version: one more per successful public write.
@@ -423,14 +423,14 @@ impl PyCarrier {
     fn supports_storage_dtype(&self, py: Python<'_>, dtype: &Bound<'_, PyAny>) -> PyResult<bool> {
         let dtype = dtype_arg(dtype, "supports_storage_dtype dtype")?;
         let carrier = self.carrier()?;
-        py.detach(|| carrier.supports_storage_dtype(dtype)).py()
+        crate::finalization::detach(py, || carrier.supports_storage_dtype(dtype)).py()
     }
 
     /// The value at physical slot `index`.
     fn get(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let index = to_index(index, "slot index")?;
         let carrier = self.carrier()?;
-        let value = py.detach(|| carrier.get(index)).py()?;
+        let value = crate::finalization::detach(py, || carrier.get(index)).py()?;
         from_value(py, value)
     }
 
@@ -444,20 +444,20 @@ impl PyCarrier {
         let index = to_index(index, "slot index")?;
         let value = to_value(value, "value")?;
         let carrier = self.carrier()?;
-        py.detach(|| carrier.set(index, value)).py()
+        crate::finalization::detach(py, || carrier.set(index, value)).py()
     }
 
     /// Releases the storage; idempotent.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let carrier = self.carrier()?;
-        py.detach(|| carrier.release()).py()
+        crate::finalization::detach(py, || carrier.release()).py()
     }
 
     /// The plans this carrier executes, in the deterministic capability order; `()` for a
     /// storage-only carrier.
     fn capabilities(&self, py: Python<'_>) -> PyResult<Py<PyTuple>> {
         let carrier = self.carrier()?;
-        let capabilities = py.detach(|| carrier.capabilities());
+        let capabilities = crate::finalization::detach(py, || carrier.capabilities());
         let items = capabilities
             .iter()
             .map(|capability| {
@@ -534,9 +534,8 @@ impl PyCarrier {
         let values = values_arg(values, "new_like values")?;
         let mutable = bool_arg(mutable, true, "new_like mutable")?;
         let dtype = optional_dtype(dtype, "new_like dtype")?;
-        let made = py
-            .detach(|| carrier.new_like(&values, mutable, dtype))
-            .py()?;
+        let made =
+            crate::finalization::detach(py, || carrier.new_like(&values, mutable, dtype)).py()?;
         wrap(py, &made)
     }
 
@@ -557,9 +556,9 @@ impl PyCarrier {
         let mutable = bool_arg(mutable, true, "allocate_like mutable")?;
         let dtype = optional_dtype(dtype, "allocate_like dtype")?;
         let empty = bool_arg(empty, false, "allocate_like empty")?;
-        let made = py
-            .detach(|| carrier.allocate_like(size, mutable, dtype, empty))
-            .py()?;
+        let made =
+            crate::finalization::detach(py, || carrier.allocate_like(size, mutable, dtype, empty))
+                .py()?;
         wrap(py, &made)
     }
 
@@ -936,9 +935,8 @@ impl PyTiledResidencyFacet {
         let tiles = tiles_arg(tiles)?;
         let residency = self.residency()?;
         let carrier = self.carrier.clone();
-        let handle = py
-            .detach(|| residency.promote_async(&carrier, &tiles))
-            .py()?;
+        let handle =
+            crate::finalization::detach(py, || residency.promote_async(&carrier, &tiles)).py()?;
         Ok(PyAwaitResidency::new(handle))
     }
 
@@ -947,7 +945,8 @@ impl PyTiledResidencyFacet {
         let tiles = tiles_arg(tiles)?;
         let residency = self.residency()?;
         let carrier = self.carrier.clone();
-        let handle = py.detach(|| residency.evict_async(&carrier, &tiles)).py()?;
+        let handle =
+            crate::finalization::detach(py, || residency.evict_async(&carrier, &tiles)).py()?;
         Ok(PyAwaitResidency::new(handle))
     }
 
@@ -964,9 +963,9 @@ impl PyTiledResidencyFacet {
         let purpose = crate::residency::purpose_arg(purpose, "plan_residency purpose")?;
         let residency = self.residency()?;
         let carrier = self.carrier.clone();
-        let plan = py
-            .detach(|| residency.plan_residency(&carrier, &tiles, purpose))
-            .py()?;
+        let plan =
+            crate::finalization::detach(py, || residency.plan_residency(&carrier, &tiles, purpose))
+                .py()?;
         Ok(crate::residency::PyResidencyPlan::new(plan))
     }
 }
@@ -1007,7 +1006,7 @@ impl PyAwaitResidency {
     /// Blocks (without the GIL) until the change ends; raises its error if it failed (the
     /// same exception object on every call).
     fn wait(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.inner.wait())
+        crate::finalization::detach(py, || self.inner.wait())
             .map_err(|error| self.error.raise(py, error))
     }
 }

@@ -116,7 +116,7 @@ fn capabilities_callback(
     callback: Py<PyAny>,
 ) -> impl Fn(&Carrier) -> strideweave::Result<Vec<OperationCapability>> + Send + Sync {
     move |carrier| {
-        Python::attach(|py| {
+        crate::finalization::attach(|py| {
             let label = "CompositeProvider capabilities";
             let answer = callback
                 .bind(py)
@@ -149,7 +149,7 @@ fn result_carriers_callback(
 ) -> impl Fn(&Carrier, &ResolvedInvocation) -> strideweave::Result<Vec<CarrierClass>> + Send + Sync
 {
     move |carrier, invocation| {
-        Python::attach(|py| {
+        crate::finalization::attach(|py| {
             let label = "CompositeProvider result_carriers";
             let wrapped = wrap_invocation(py, invocation).map_err(|e| park(py, label, e))?;
             let answer = callback
@@ -181,7 +181,7 @@ fn prepare_callback(
 ) -> impl Fn(&Carrier, &ResolvedInvocation) -> strideweave::Result<CompositePreparation> + Send + Sync
 {
     move |carrier, invocation| {
-        Python::attach(|py| {
+        crate::finalization::attach(|py| {
             let label = "CompositeProvider prepare";
             let wrapped = wrap_invocation(py, invocation).map_err(|e| park(py, label, e))?;
             let answer = callback
@@ -200,7 +200,7 @@ fn prepare_callback(
             let record = record.clone().unbind();
             Ok(CompositePreparation::Composite(PreparedComposite::new(
                 move || {
-                    Python::attach(|py| {
+                    crate::finalization::attach(|py| {
                         let held = record.bind(py);
                         let record = held.get();
                         take_submission(&record.submitted, "PreparedComposite")?;

@@ -729,7 +729,7 @@ fn resolver(
     resolve: Py<PyAny>,
 ) -> impl Fn(&BoundOperationCall) -> strideweave::Result<ResolvedInvocation> + Send + Sync {
     move |call| {
-        Python::attach(|py| {
+        crate::finalization::attach(|py| {
             let label = format!("'{name}' resolve");
             let bound = Py::new(
                 py,
@@ -759,7 +759,7 @@ fn resolver(
 /// or `None`) per differentiable operand, each of its operand's shape and dtype.
 fn backward_rule(name: String, vjp: Py<PyAny>) -> Vjp {
     Vjp::rule(move |context, cotangents| {
-        Python::attach(|py| {
+        crate::finalization::attach(|py| {
             let label = format!("'{name}' vjp");
             let answer =
                 call_vjp(py, &vjp, context, cotangents).map_err(|e| park(py, &label, e))?;
@@ -930,9 +930,10 @@ pub fn define_operation(
     let core_reference = reference
         .as_ref()
         .map(|reference| crate::reference::reference_fn(name.clone(), reference.clone_ref(py)));
-    let inner = py
-        .detach(|| core_define(&name, schema, resolve, core_reference, rule))
-        .py()?;
+    let inner = crate::finalization::detach(py, || {
+        core_define(&name, schema, resolve, core_reference, rule)
+    })
+    .py()?;
     if let Some(reference) = reference {
         crate::reference::remember(&inner, reference);
     }
@@ -1003,7 +1004,7 @@ pub fn run(
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Vec<Tensor>> {
     let (operands, given) = call_arguments(definition, operands, options)?;
-    py.detach(|| {
+    crate::finalization::detach(py, || {
         let options: Vec<(&str, OptionValue)> =
             given.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         definition.call(operands, &options)
@@ -1020,7 +1021,7 @@ pub fn resolve_call(
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<ResolvedInvocation> {
     let (operands, given) = call_arguments(definition, operands, options)?;
-    py.detach(|| {
+    crate::finalization::detach(py, || {
         let options: Vec<(&str, OptionValue)> =
             given.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         definition
@@ -1042,5 +1043,27 @@ pub fn call(
 ) -> PyResult<Py<PyTuple>> {
     let definition = definition_arg(operation)?;
     let results = run(py, &definition, operands, options)?;
-    tensors_tuple(py, &results)
+    let items = results
+        .into_iter()
+        .map(|result| result_object(py, operands, result))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(PyTuple::new(py, items)?.unbind())
+}
+
+/// The Python object of one result of a call on `operands`: an exact alias of an operand (the
+/// same core tensor) is that operand's own object, so its identity and autograd state stay
+/// exactly as they were; any other result is a new `Tensor`.
+pub fn result_object(
+    py: Python<'_>,
+    operands: &Bound<'_, PyTuple>,
+    result: Tensor,
+) -> PyResult<Py<PyTensor>> {
+    for operand in operands.iter() {
+        if let Ok(tensor) = operand.cast::<PyTensor>() {
+            if tensor.get().inner.same_as(&result) {
+                return Ok(tensor.clone().unbind());
+            }
+        }
+    }
+    Py::new(py, wrap_tensor(result))
 }

@@ -48,7 +48,7 @@ pub fn to_py(error: Error) -> PyErr {
         return raised;
     }
     match &error {
-        Error::UnsupportedOperationPlan(plan) => Python::attach(|py| {
+        Error::UnsupportedOperationPlan(plan) => crate::finalization::attach(|py| {
             let err = UnsupportedOperationPlan::new_err(error.to_string());
             let value = err.value(py);
             let reasons = PyTuple::new(py, plan.reasons());

@@ -65,7 +65,7 @@ impl PyOperationDefinition {
         py: Python<'_>,
         operands: &Bound<'_, PyTuple>,
         options: Option<&Bound<'_, pyo3::types::PyDict>>,
-    ) -> PyResult<PyTensor> {
+    ) -> PyResult<Py<PyTensor>> {
         let mut results = crate::custom_ops::run(py, &self.inner, operands, options)?;
         if results.len() != 1 {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
@@ -74,7 +74,7 @@ impl PyOperationDefinition {
                 results.len()
             )));
         }
-        Ok(wrap_tensor(results.remove(0)))
+        crate::custom_ops::result_object(py, operands, results.remove(0))
     }
 
     /// The reference implementation `define_operation` was given (the same callable), or
@@ -470,7 +470,7 @@ impl PyResolvedInvocation {
     fn allocate_result(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
         let index = to_index(index, "allocate_result index")?;
         let invocation = &self.inner;
-        py.detach(|| invocation.allocate_result(index))
+        crate::finalization::detach(py, || invocation.allocate_result(index))
             .py()
             .map(wrap_tensor)
     }

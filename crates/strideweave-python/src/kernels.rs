@@ -372,7 +372,7 @@ fn pattern_prepare(
 ) -> impl Fn(&ResolvedInvocation, &InterfaceHandle) -> strideweave::Result<Preparation> + Send + Sync
 {
     move |invocation, handle| {
-        Python::attach(|py| {
+        crate::finalization::attach(|py| {
             let label = format!("KernelPattern '{kernel_id}' prepare");
             let interface = interface_object(py, handle)?;
             let invocation = wrap_invocation(py, invocation).map_err(|e| park(py, &label, e))?;
@@ -406,7 +406,7 @@ fn pattern_prepare(
             Ok(Preparation::Kernel(PreparedKernel::new(
                 handle.clone(),
                 move || {
-                    Python::attach(|py| {
+                    crate::finalization::attach(|py| {
                         let held = record.bind(py);
                         let record = held.get();
                         take_submission(&record.submitted, "PreparedKernel")?;
@@ -590,5 +590,5 @@ pub fn register_kernel_pack(py: Python<'_>, pack: &Bound<'_, PyAny>) -> PyResult
         pack.cores.iter().cloned(),
     )
     .py()?;
-    py.detach(|| core_register_pack(core)).py()
+    crate::finalization::detach(py, || core_register_pack(core)).py()
 }

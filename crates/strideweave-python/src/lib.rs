@@ -10,6 +10,7 @@ mod carrier;
 mod convert;
 mod dtype;
 mod errors;
+mod finalization;
 mod layout;
 mod movement;
 mod numpy_interop;
@@ -35,6 +36,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    finalization::register(m)?;
     m.add(
         "UnsupportedOperationPlan",
         py.get_type::<errors::UnsupportedOperationPlan>(),

@@ -20,7 +20,9 @@ pub fn move_tensor(
 ) -> PyResult<PyTensor> {
     let tensor = expect_tensor(tensor, "move tensor")?;
     let destination = expect_carrier(destination, "move destination")?;
-    py.detach(|| move_to(&tensor, &destination)).py().map(wrap)
+    crate::finalization::detach(py, || move_to(&tensor, &destination))
+        .py()
+        .map(wrap)
 }
 
 /// Starts moving `tensor` to `destination`; returns the completion handle.
@@ -32,7 +34,7 @@ pub fn move_async(
 ) -> PyResult<PyMoveHandle> {
     let tensor = expect_tensor(tensor, "move_async tensor")?;
     let destination = expect_carrier(destination, "move_async destination")?;
-    let handle = py.detach(|| core_move_async(&tensor, &destination)).py()?;
+    let handle = crate::finalization::detach(py, || core_move_async(&tensor, &destination)).py()?;
     Ok(PyMoveHandle {
         inner: handle,
         result: std::sync::OnceLock::new(),
@@ -49,7 +51,9 @@ pub fn copy(
 ) -> PyResult<PyTensor> {
     let tensor = expect_tensor(tensor, "copy tensor")?;
     let destination = expect_carrier(destination, "copy destination")?;
-    py.detach(|| copy_to(&tensor, &destination)).py().map(wrap)
+    crate::finalization::detach(py, || copy_to(&tensor, &destination))
+        .py()
+        .map(wrap)
 }
 
 /// The completion of a move: `done`, and a blocking `wait()` that returns the same Tensor
@@ -83,8 +87,7 @@ impl PyMoveHandle {
         if let Some(result) = self.result.get() {
             return Ok(result.clone_ref(py));
         }
-        let tensor = py
-            .detach(|| self.inner.wait())
+        let tensor = crate::finalization::detach(py, || self.inner.wait())
             .map_err(|error| self.error.raise(py, error))?;
         let made = Py::new(py, wrap(tensor))?;
         Ok(self.result.get_or_init(|| made).clone_ref(py))

@@ -197,7 +197,7 @@ fn copied<'py>(
     numpy: &Bound<'py, PyModule>,
     tensor: &Tensor,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let values = py.detach(|| tensor.to_values()).py()?;
+    let values = crate::finalization::detach(py, || tensor.to_values()).py()?;
     let items = values
         .into_iter()
         .map(|v| from_value(py, v))

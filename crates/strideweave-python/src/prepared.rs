@@ -280,7 +280,7 @@ impl<T: SubmissionKind> ProviderCompletion<T> for PyCompletion<T> {
         if self.outcome.get().is_some() {
             return true;
         }
-        Python::attach(|py| {
+        crate::finalization::attach(|py| {
             done_flag(py, self.object.bind(py), &self.what).unwrap_or_else(|error| {
                 // Not terminal as far as anyone can tell; the exception is not kept.
                 crate::callback_error::discard(&error);
@@ -293,7 +293,7 @@ impl<T: SubmissionKind> ProviderCompletion<T> for PyCompletion<T> {
         if let Some(outcome) = self.outcome.get() {
             return outcome.clone();
         }
-        let outcome = Python::attach(|py| self.resolve(py));
+        let outcome = crate::finalization::attach(|py| self.resolve(py));
         self.outcome.get_or_init(|| outcome).clone()
     }
 }

@@ -52,7 +52,7 @@ pub fn python_reference(py: Python<'_>, definition: &OperationDefinition) -> Opt
 /// exception raised by the reference is parked and raised again as the same object.
 pub fn reference_fn(name: String, reference: Py<PyAny>) -> Box<ReferenceFn> {
     Box::new(move |invocation: &ResolvedInvocation| {
-        Python::attach(|py| {
+        crate::finalization::attach(|py| {
             let label = format!("'{name}' reference");
             let argument = wrap_invocation(py, invocation).map_err(|e| park(py, &label, e))?;
             let answer = reference
@@ -117,7 +117,7 @@ pub fn run_reference(
             called.name()
         )));
     }
-    let results = py.detach(|| reference(invocation)).py()?;
+    let results = crate::finalization::detach(py, || reference(invocation)).py()?;
     check_results(name, invocation, &results).py()?;
     Ok(results)
 }

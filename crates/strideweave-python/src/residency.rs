@@ -205,7 +205,7 @@ impl ResidencyPolicy for PythonPolicy {
         purpose: ResidencyPurpose,
     ) -> strideweave::Result<ResidencyPlan> {
         const CALLBACK: &str = "ResidencyPolicy plan";
-        Python::attach(|py| {
+        crate::finalization::attach(|py| {
             let tiles = tiles_out(py, required).map_err(|e| park(py, CALLBACK, e))?;
             let answer = self
                 .link
@@ -231,7 +231,7 @@ impl ResidencyPolicy for PythonPolicy {
 
     fn try_on_progress(&self, progress: &TileProgress) -> strideweave::Result<()> {
         const CALLBACK: &str = "ResidencyPolicy on_progress";
-        Python::attach(|py| {
+        crate::finalization::attach(|py| {
             let record = Py::new(py, crate::residency_progress::PyTileProgress::new(progress))
                 .map_err(|e| park(py, CALLBACK, e))?;
             let answer = self

@@ -91,7 +91,7 @@ impl PyTransferRequest {
         let slot = to_index(slot, "TransferRequest.write slot")?;
         let value = to_value(value, "TransferRequest.write value")?;
         let request = &self.inner;
-        py.detach(|| request.write(slot, value)).py()
+        crate::finalization::detach(py, || request.write(slot, value)).py()
     }
 
     /// Writes `values` at destination slots `start, start + 1, ...` without publishing them:
@@ -164,7 +164,7 @@ impl PyTransferProvider {
         let prepare = self.prepare.clone_ref(py);
         let route_id = route_id.to_owned();
         TransferProvider::new(move |request: &TransferRequest| {
-            Python::attach(|py| {
+            crate::finalization::attach(|py| {
                 let label = format!("TransferProvider prepare of route '{route_id}'");
                 let wrapped = Py::new(
                     py,
@@ -190,7 +190,7 @@ impl PyTransferProvider {
                 let route_id = route_id.clone();
                 Ok(TransferPreparation::Transfer(PreparedTransfer::new(
                     move || {
-                        Python::attach(|py| {
+                        crate::finalization::attach(|py| {
                             let held = record.bind(py);
                             let record = held.get();
                             take_submission(&record.submitted, "PreparedTransfer")?;

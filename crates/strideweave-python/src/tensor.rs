@@ -203,7 +203,7 @@ macro_rules! tensor_operand_functions {
         pub fn $name(py: Python<'_>, lhs: &Bound<'_, PyAny>, rhs: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
             let lhs = expect_tensor(lhs, concat!(stringify!($name), " lhs"))?;
             let rhs = expect_operand(rhs, concat!(stringify!($name), " rhs"))?;
-            py.detach(|| ops::$name(&lhs, rhs)).py().map(wrap)
+            crate::finalization::detach(py, || ops::$name(&lhs, rhs)).py().map(wrap)
         }
     )*};
 }
@@ -258,7 +258,9 @@ tensor_operand_functions! {
 pub fn mul(py: Python<'_>, lhs: &Bound<'_, PyAny>, rhs: &Bound<'_, PyAny>) -> PyResult<PyTensor> {
     let lhs = expect_operand(lhs, "mul lhs")?;
     let rhs = expect_operand(rhs, "mul rhs")?;
-    py.detach(|| ops::mul(lhs, rhs)).py().map(wrap)
+    crate::finalization::detach(py, || ops::mul(lhs, rhs))
+        .py()
+        .map(wrap)
 }
 
 /// `a` where `cond` holds, else `b`; `a` and `b` are Tensors or scalars.
@@ -272,7 +274,9 @@ pub fn select(
     let cond = expect_tensor(cond, "select cond")?;
     let a = expect_operand(a, "select a")?;
     let b = expect_operand(b, "select b")?;
-    py.detach(|| ops::select(&cond, a, b)).py().map(wrap)
+    crate::finalization::detach(py, || ops::select(&cond, a, b))
+        .py()
+        .map(wrap)
 }
 
 fn accumulator_arg(accumulator: Option<&Bound<'_, PyAny>>) -> PyResult<Option<strideweave::DType>> {
@@ -295,7 +299,7 @@ pub fn reduce_sum(
 ) -> PyResult<PyTensor> {
     let x = expect_tensor(x, "reduce_sum x")?;
     let accumulator = accumulator_arg(accumulator)?;
-    py.detach(|| match accumulator {
+    crate::finalization::detach(py, || match accumulator {
         None => ops::reduce_sum(&x),
         Some(dtype) => ops::reduce_sum_with(&x, dtype),
     })
@@ -315,7 +319,7 @@ pub fn matmul(
     let lhs = expect_tensor(lhs, "matmul lhs")?;
     let rhs = expect_tensor(rhs, "matmul rhs")?;
     let accumulator = accumulator_arg(accumulator)?;
-    py.detach(|| match accumulator {
+    crate::finalization::detach(py, || match accumulator {
         None => ops::matmul(&lhs, &rhs),
         Some(dtype) => ops::matmul_with(&lhs, &rhs, dtype),
     })
@@ -340,9 +344,10 @@ pub fn grad(
         None => vec![None; outputs.len()],
         Some(given) => optional_tensor_list(given, "grad grad_outputs")?,
     };
-    let grads = py
-        .detach(|| strideweave::autograd::grad(&outputs, &inputs, &cotangents, retain_graph))
-        .py()?;
+    let grads = crate::finalization::detach(py, || {
+        strideweave::autograd::grad(&outputs, &inputs, &cotangents, retain_graph)
+    })
+    .py()?;
     Ok(grads.into_iter().map(|g| g.map(wrap)).collect())
 }
 
@@ -416,7 +421,8 @@ impl PyTensor {
         let carrier = expect_carrier(carrier, "Tensor carrier")?;
         let offset = to_index(offset, "Tensor offset")?;
         let layout = expect_layout(layout, "Tensor layout")?;
-        let tensor = py.detach(|| Tensor::new(carrier, offset, layout)).py()?;
+        let tensor =
+            crate::finalization::detach(py, || Tensor::new(carrier, offset, layout)).py()?;
         Ok(wrap(tensor))
     }
 
@@ -429,7 +435,7 @@ impl PyTensor {
     ) -> PyResult<Self> {
         let carrier = expect_carrier(carrier, "Tensor carrier")?;
         let shape = to_shape(shape, "Tensor shape")?;
-        let tensor = py.detach(|| Tensor::compact(carrier, shape)).py()?;
+        let tensor = crate::finalization::detach(py, || Tensor::compact(carrier, shape)).py()?;
         Ok(wrap(tensor))
     }
 
@@ -502,7 +508,7 @@ impl PyTensor {
         match parse_key(&self.inner, key)? {
             Key::Element(coordinate) => {
                 let value = to_value(value, "the written value")?;
-                py.detach(|| self.inner.set(&coordinate, value)).py()
+                crate::finalization::detach(py, || self.inner.set(&coordinate, value)).py()
             }
             Key::View(_) => Err(PyTypeError::new_err(
                 "a tensor assignment writes one element: give one coordinate per mode",
@@ -516,7 +522,7 @@ impl PyTensor {
         crate::convert::check_python_list(self.inner.size(), || {
             format!("the list of a Tensor of shape {}", self.inner.shape())
         })?;
-        let values = py.detach(|| self.inner.to_values()).py()?;
+        let values = crate::finalization::detach(py, || self.inner.to_values()).py()?;
         let extents: Vec<usize> = (0..self.inner.layout().rank())
             .map(|k| self.inner.layout().mode(k).map(|m| m.size()))
             .collect::<Result<_, _>>()
@@ -614,7 +620,7 @@ impl PyTensor {
             Some(g) if g.is_none() => None,
             Some(g) => Some(expect_tensor(g, "backward gradient")?),
         };
-        py.detach(|| self.inner.backward(gradient.as_ref(), retain_graph))
+        crate::finalization::detach(py, || self.inner.backward(gradient.as_ref(), retain_graph))
             .py()
     }
 

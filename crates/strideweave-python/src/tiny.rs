@@ -31,6 +31,6 @@ pub fn run<T: Send>(py: Python<'_>, keep_gil: bool, work: impl FnOnce() -> T + S
     if keep_gil {
         work()
     } else {
-        py.detach(work)
+        crate::finalization::detach(py, work)
     }
 }

@@ -422,11 +422,13 @@ fn reject_mixed_authority() {
         let error =
             register_move_operation(source, destination, Arc::new(ElementwiseMoveOperation))
                 .unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::Type);
+        // The original's class: a RuntimeError naming the route type that owns the pair.
+        assert_eq!(error.kind(), ErrorKind::Runtime);
         assert!(
             error
                 .to_string()
-                .contains("MixedAuthority is a definition-backed"),
+                .contains("MixedAuthority is a definition-backed")
+                && error.to_string().contains("TransferRoute"),
             "{error}"
         );
         assert!(registered_move_operation(source, destination).is_none());

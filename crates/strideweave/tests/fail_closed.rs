@@ -568,9 +568,8 @@ fn probe_on(device: &str) -> Probe {
 
 fn panic_message(class: &str, callback: &str, detail: &str) -> String {
     format!(
-        "provider contract violated: the storage provider of {class} ({}) panicked in \
-         {callback}: {detail}",
-        std::any::type_name::<Probe>()
+        "provider contract violated: the storage provider of {class} panicked in \
+         {callback}: {detail}"
     )
 }
 

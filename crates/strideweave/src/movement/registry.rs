@@ -33,8 +33,9 @@ fn shipped_routes() -> Routes {
 /// Registers `operation` as the route from `source` to `destination` (exact classes).
 ///
 /// A Value error for a pair already registered, or with a BlockDeviceCarrier end (its
-/// routes are fixed); a Type error when either class is definition-backed. A registered
-/// route seals both classes against a carrier definition.
+/// routes are fixed); a Runtime error naming `TransferRoute` when either class is
+/// definition-backed (it moves only by its definition). A registered route seals both classes
+/// against a carrier definition.
 pub fn register_move_operation(
     source: CarrierClass,
     destination: CarrierClass,
@@ -43,9 +44,10 @@ pub fn register_move_operation(
     refuse_block_registry_change(source, destination)?;
     for class in [source, destination] {
         if class.is_definition_backed() {
-            return Err(Error::Type(format!(
+            return Err(Error::Runtime(format!(
                 "cannot register a move operation from {source} to {destination}: {class} is a \
-                 definition-backed carrier class and moves only by its definition"
+                 definition-backed carrier class, which moves only through its definition's \
+                 TransferRoute values"
             )));
         }
     }

@@ -451,8 +451,7 @@ impl StorageProvider {
         let values = self.guarded(class, "read_all", || read_all(state, indices))?;
         if values.len() != indices.len() {
             return Err(Error::ProviderContract(format!(
-                "the storage provider of {class} ({}) read {} values for {} slots",
-                self.callbacks.state_type_name,
+                "the storage provider of {class} read {} values for {} slots",
                 values.len(),
                 indices.len()
             )));
@@ -545,16 +544,7 @@ impl StorageProvider {
         callback: &'static str,
         run: impl FnOnce() -> Result<T>,
     ) -> Result<T> {
-        guard(
-            || {
-                format!(
-                    "the storage provider of {class} ({})",
-                    self.callbacks.state_type_name
-                )
-            },
-            callback,
-            run,
-        )
+        guard(|| format!("the storage provider of {class}"), callback, run)
     }
 
     pub(crate) fn call_supports_dtype(
@@ -575,8 +565,7 @@ impl StorageProvider {
         })?;
         usize::try_from(size).map_err(|_| {
             Error::Value(format!(
-                "the storage provider of {class} ({}) returned a negative physical_size {size}",
-                self.callbacks.state_type_name
+                "the storage provider of {class} returned a negative physical_size {size}"
             ))
         })
     }
@@ -620,9 +609,8 @@ impl StorageProvider {
     ) -> Result<Value> {
         dtype.normalize(value).map_err(|error| {
             Error::Type(format!(
-                "the storage provider of {class} ({}) read {} value {value} at slot {index}, \
-                 which dtype {dtype} does not accept: {error}",
-                self.callbacks.state_type_name,
+                "the storage provider of {class} read {} value {value} at slot {index}, which \
+                 dtype {dtype} does not accept: {error}",
                 value.type_name()
             ))
         })
