@@ -134,7 +134,8 @@ def test_a_list_beyond_the_address_space_limit_is_a_memory_error_naming_that_lim
         """
         import strideweave as sw
         huge = sw.Layout((2**31, 2**31))
-        for make in (huge.indices, sw.Tensor(sw.CPU(1), 0, sw.Layout((2**31, 2**31), (0, 0))).to_list):
+        broadcast = sw.Tensor(sw.CPU(1), 0, sw.Layout((2**31, 2**31), (0, 0)))
+        for make in (huge.indices, broadcast.to_list, lambda: sw.CPU(2**40)):
             try:
                 make()
             except MemoryError as error:
@@ -144,10 +145,15 @@ def test_a_list_beyond_the_address_space_limit_is_a_memory_error_naming_that_lim
     )
     assert child.returncode == 0, child.stderr[-2000:]
     lines = child.stdout.splitlines()
-    assert len(lines) == 2, child.stdout
-    for line, what in zip(lines, ["the indices of Layout('(2147483648,2147483648):(1,2147483648)')", "the list of a Tensor of shape (2147483648,2147483648)"]):
-        assert line.startswith(f"MemoryError {what} needs 4611686018427387904 elements"), line
-        assert f"address-space limit (RLIMIT_AS) of {limit} bytes" in line, line
+    assert len(lines) == 3, child.stdout
+    expected = [
+        "the indices of Layout('(2147483648,2147483648):(1,2147483648)') needs 4611686018427387904 elements",
+        "the list of a Tensor of shape (2147483648,2147483648) needs 4611686018427387904 elements",
+        "a CPU carrier of Float32 slots needs 1099511627776 elements (4398046511104 bytes)",
+    ]
+    for line, start in zip(lines, expected):
+        assert line.startswith(f"MemoryError {start}"), line
+        assert line.endswith(f"more than this process's address-space limit (RLIMIT_AS) of {limit} bytes can hold"), line
 
 
 def test_messages_name_no_internal_type_and_a_bare_shape_says_how_to_write_a_layout() -> None:

@@ -69,6 +69,21 @@ pub fn check_allocation(
     }
 }
 
+/// The Memory error of an allocation of `count` elements of `element_bytes` bytes, named
+/// `what`, that the allocator refused: it names the limit in force, like
+/// [`check_allocation`]'s.
+#[cold]
+pub(crate) fn allocation_refused(count: usize, element_bytes: usize, what: String) -> Error {
+    let (available, limit) = memory_limit();
+    memory_error(
+        count,
+        count.checked_mul(element_bytes),
+        available,
+        limit,
+        what,
+    )
+}
+
 /// Checks that `count` elements of `T` fit in this process's memory (see
 /// [`check_allocation`]).
 pub(crate) fn check_fits<T>(count: usize, what: impl FnOnce() -> String) -> Result<()> {
@@ -80,11 +95,9 @@ pub(crate) fn check_fits<T>(count: usize, what: impl FnOnce() -> String) -> Resu
 pub(crate) fn reserve<T>(count: usize, what: impl Fn() -> String) -> Result<Vec<T>> {
     check_fits::<T>(count, &what)?;
     let mut vector = Vec::new();
-    vector.try_reserve_exact(count).map_err(|_| {
-        let bytes = count.checked_mul(std::mem::size_of::<T>());
-        let (available, limit) = memory_limit();
-        memory_error(count, bytes, available, limit, what())
-    })?;
+    vector
+        .try_reserve_exact(count)
+        .map_err(|_| allocation_refused(count, std::mem::size_of::<T>(), what()))?;
     Ok(vector)
 }
 

@@ -368,6 +368,105 @@ fn a_declared_view_of_an_operand_is_published() -> Result<()> {
     Ok(())
 }
 
+/// `views.same(x)`: `x` itself, declared as an alias of operand 0; gradients pass through.
+fn same_operation() -> strideweave::operation::OperationDefinition {
+    static DEFINITION: std::sync::OnceLock<strideweave::operation::OperationDefinition> =
+        std::sync::OnceLock::new();
+    *DEFINITION.get_or_init(|| {
+        let schema = OperationSchema::new(
+            [OperandSpec::new("x", OperandKind::Tensor, true).unwrap()],
+            [],
+        )
+        .unwrap();
+        let resolve = |call: &BoundOperationCall| -> Result<ResolvedInvocation> {
+            let x = call.tensor(0)?;
+            let plan = OperationPlan::new(
+                call.definition().name(),
+                [OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32)?],
+                Arithmetic::Binary32,
+                None,
+                None,
+                DType::FLOAT32,
+            )?;
+            let result = ResultSpec::new(DType::FLOAT32, x.layout().clone()).aliasing(0);
+            ResolvedInvocation::new(call.clone(), plan, [result], [], None)
+        };
+        let vjp = Vjp::rule(|_, cotangents| Ok(cotangents.to_vec()));
+        define_operation("views.same", schema, resolve, None, vjp).unwrap()
+    })
+}
+
+#[test]
+fn an_exact_alias_leaves_its_operands_autograd_state_alone() -> Result<()> {
+    let same = same_operation();
+    let plan = OperationPlan::new(
+        same.name(),
+        [OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32)?],
+        Arithmetic::Binary32,
+        None,
+        None,
+        DType::FLOAT32,
+    )?;
+    let echo = KernelPattern::new(
+        &same,
+        [OperationCapability::from_plan(plan)],
+        "views.same",
+        |invocation, interface| {
+            let x = invocation.call().tensor(0)?.clone();
+            Ok(Preparation::Kernel(PreparedKernel::new(
+                interface.clone(),
+                move || Ok(Submitted::Ready(ProviderResult::new([x])?)),
+            )))
+        },
+        0,
+    )?;
+    let negate = KernelPattern::new(
+        &operation_definition("neg")?,
+        [neg_plan()],
+        "neg",
+        |invocation, interface| {
+            let x = invocation.call().tensor(0)?.clone();
+            let layout = invocation.results()[0].layout().clone();
+            Ok(Preparation::Kernel(PreparedKernel::new(
+                interface.clone(),
+                move || {
+                    let values: Vec<f32> = floats(&x).iter().map(|v| -*v as f32).collect();
+                    let out = f32_tensor(x.carrier().class(), &values)?;
+                    let out = Tensor::new(out.carrier().clone(), 0, layout)?;
+                    Ok(Submitted::Ready(ProviderResult::new([out])?))
+                },
+            )))
+        },
+        0,
+    )?;
+    let class = CarrierClass::mint("ExactAlias", ClassKind::Independent);
+    let definition = CarrierDefinition::new(f32_storage())
+        .with_kernels(KernelProvider::with_default_interface([echo, negate])?)?;
+    register_carrier_definition(class, definition)?;
+    let w = f32_tensor(class, &[1.0, 2.0])?;
+    w.set_requires_grad(true)?;
+    let x = ops::neg(&w)?;
+    let node = x.grad_fn().expect("neg recorded a node");
+    {
+        let _off = strideweave::autograd::no_grad();
+        let y = call("views.same", [x.clone().into()], &[])?.remove(0);
+        assert!(y.same_as(&x));
+    }
+    assert!(
+        x.grad_fn().is_some_and(|n| n.same_as(&node)),
+        "the operand keeps its node"
+    );
+    // Under recording the operand object itself cannot take a node: refused, nothing changed.
+    let error = call("views.same", [x.clone().into()], &[]).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Value);
+    assert!(
+        error.to_string().contains("returns its operand 0 itself"),
+        "{error}"
+    );
+    assert!(x.grad_fn().is_some_and(|n| n.same_as(&node)));
+    Ok(())
+}
+
 // ---- Provider callbacks record no graph ----------------------------------------------------
 
 #[test]

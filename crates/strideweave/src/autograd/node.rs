@@ -71,6 +71,11 @@ impl Node {
         }
     }
 
+    /// Whether `other` is this very node (a handle to the same record).
+    pub fn same_as(&self, other: &Node) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The operation that recorded the node.
     pub fn name(&self) -> &str {
         &self.inner.name

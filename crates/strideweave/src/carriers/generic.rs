@@ -95,12 +95,8 @@ impl DefinitionFreeCarrier for Generic {
 
     fn allocate_like(&self, size: usize, dtype: DType, _empty: bool) -> Result<Self> {
         let zero = dtype.zero().unwrap_or(Value::Bool(false));
-        let mut values = Vec::new();
-        values.try_reserve_exact(size).map_err(|_| {
-            Error::Memory(format!(
-                "cannot allocate {size} slots for a Generic carrier"
-            ))
-        })?;
+        let mut values =
+            crate::limits::reserve(size, || format!("the slots of a {} carrier", Self::NAME))?;
         values.resize(size, zero);
         Ok(Generic::holding(values))
     }

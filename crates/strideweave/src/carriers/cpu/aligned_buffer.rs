@@ -9,7 +9,7 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 
 use super::NAME;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The alignment of every heap CPU buffer: one cache line (and one AVX-512 vector).
 pub(super) const CACHE_LINE: usize = 64;
@@ -91,7 +91,9 @@ impl AlignedBuffer {
         } else {
             CACHE_LINE
         };
-        let failure = || Error::Memory(format!("cannot allocate {len} bytes for a {NAME} carrier"));
+        let what = || format!("the storage of a {NAME} carrier");
+        crate::limits::check_allocation(len, 1, what)?;
+        let failure = || crate::limits::allocation_refused(len, 1, what());
         // Enough room to move the start up to the next multiple of `align`.
         let padded = len.checked_add(align - BASE_ALIGN).ok_or_else(failure)?;
         let layout = Layout::from_size_align(padded, BASE_ALIGN).map_err(|_| failure())?;

@@ -309,13 +309,11 @@ impl Cpu {
         // Skipping the zeroing would expose uninitialized memory to safe reads (invariant 1).
         let _ = empty;
         let width = element.width();
-        let bytes = slots.checked_mul(width).ok_or_else(|| {
-            Error::Memory(format!(
-                "cannot allocate {slots} {} slots of {width} bytes for a {NAME} carrier: \
-                 the byte count overflows",
-                element.dtype()
-            ))
+        crate::limits::check_allocation(slots, width, || {
+            format!("a {NAME} carrier of {} slots", element.dtype())
         })?;
+        // The check above refused a count whose bytes overflow.
+        let bytes = slots.saturating_mul(width);
         let storage = if bytes <= INLINE_BYTES {
             Storage::Inline(InlineSlots::zeroed(bytes))
         } else {
@@ -872,7 +870,7 @@ mod tests {
         assert_eq!(error.kind(), ErrorKind::Memory, "{error}");
         let message = error.to_string();
         assert!(
-            message.contains("Int32") && message.contains("overflows"),
+            message.contains("Int32") && message.contains("more than usize::MAX bytes"),
             "{message}"
         );
         let error = Cpu::carrier(1 << 61, DType::FLOAT32, true, true).unwrap_err();

@@ -190,13 +190,7 @@ impl Shape3 {
 
 /// An empty vector with room for `len` elements, or a Memory error.
 fn buffer<T>(name: &str, len: usize) -> Result<Vec<T>> {
-    let mut values = Vec::new();
-    values.try_reserve_exact(len).map_err(|_| {
-        Error::Memory(format!(
-            "'{name}': cannot allocate {len} elements for a packed operand"
-        ))
-    })?;
-    Ok(values)
+    crate::limits::reserve(len, || format!("a packed operand of '{name}'"))
 }
 
 /// The tensor's elements converted to `T`, in its ordinal order (column-major for a

@@ -291,11 +291,7 @@ impl Sum {
 
 /// An empty vector with room for `len` elements, or a Memory error.
 pub(super) fn buffer<T>(name: &str, len: usize) -> Result<Vec<T>> {
-    let mut values = Vec::new();
-    values
-        .try_reserve_exact(len)
-        .map_err(|_| Error::Memory(format!("'{name}': cannot allocate {len} result elements")))?;
-    Ok(values)
+    crate::limits::reserve(len, || format!("the result elements of '{name}'"))
 }
 
 /// A tensor operand as a kernel reads it: slots through a layout, converted to its plan's
