@@ -1,8 +1,11 @@
 """StrideWeave: tensors that are (carrier, offset, layout, dtype), over a Rust core.
 
-Every name here is the object of the extension module ``strideweave._native``; this package
-only gathers them (and adds the typing-only ``Protocol`` classes of
-``strideweave.carriers.extension``). See docs/python.md in the repository.
+Every name in ``__all__`` is the object of the extension module ``strideweave._native``;
+this package gathers them under the original StrideWeave's module layout (``layout``,
+``tensor``, ``operation``, ``carriers`` and its submodules) and adds the values the original
+has in Python (``Shape``, ``Stride``, ``Node``, ``Tree``, the index maps, ``TileSet``,
+``TileSelection``, ``AwaitResult``) and the typing-only ``Protocol`` classes of
+``strideweave.carriers.extension``. See docs/python.md in the repository, "Module layout".
 """
 
 from ._native import (
@@ -192,3 +195,36 @@ __all__ += [
 from ._native import from_dlpack as from_dlpack
 
 __all__ += ["from_dlpack"]
+
+# The original's layout: the submodules and the Python-written names.
+#
+# `strideweave.layout`, `strideweave.tensor`, `strideweave.operation` and `strideweave.carriers`
+# (with its submodules) load with the package. The names below are Python objects, so they
+# are attributes of the package but not in `__all__`, which lists the native objects only
+# (docs/python.md, "Module layout").
+from . import carriers as carriers
+from . import layout as layout
+from . import operation as operation
+from . import tensor as tensor
+from .carriers.move import AwaitResult as AwaitResult
+from .carriers.tiled_evictable import TileSelection as TileSelection
+from .carriers.tiled_evictable import TileSet as TileSet
+from .layout import IndexMap as IndexMap
+from .layout import Node as Node
+from .layout import Permutation as Permutation
+from .layout import Product as Product
+from .layout import Shape as Shape
+from .layout import Stride as Stride
+from .layout import Swizzle as Swizzle
+from .layout import SwizzleStage as SwizzleStage
+from .layout import Tiler as Tiler
+from .layout import Tree as Tree
+from .operation import broadcast_to as broadcast_to
+from .operation import permute as permute
+from .operation import reshape as reshape
+from ._adopt import adopt
+
+# The original's operation classes at the top level, as the native objects (once the native
+# module has them).
+__all__ += adopt(globals(), ["ElementwiseMoveOperation", "MoveOperation", "Operation"])
+del adopt

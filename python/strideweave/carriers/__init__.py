@@ -1,4 +1,12 @@
-"""The carrier classes: the base ``Carrier`` and the shipped carriers."""
+"""The carrier classes and the carrier-extension surface: the original's
+``strideweave.carriers``.
+
+Every name is the native object, except ``TileSet`` and ``TileSelection`` (Python values,
+``strideweave.carriers.tiled_evictable``); the top level names the same objects. The
+submodules follow the original's layout: ``cpu``, ``generic``, ``file_backed``,
+``evictable``, ``block_device``, ``tiled_evictable``, ``extension``, ``move``,
+``operation_capability`` and ``operation_policy`` (docs/python.md, "Module layout").
+"""
 
 from .._native import (
     CPU as CPU,
@@ -11,6 +19,30 @@ from .._native import (
     TiledResidencyFacet as TiledResidencyFacet,
     TileState as TileState,
 )
+from .._native import (
+    AwaitResidency as AwaitResidency,
+    BlockDevice as BlockDevice,
+    BlockDeviceCarrier as BlockDeviceCarrier,
+    CarrierDefinition as CarrierDefinition,
+    CarrierFacet as CarrierFacet,
+    CompositeProvider as CompositeProvider,
+    DType as DType,
+    KernelExecutionInterface as KernelExecutionInterface,
+    KernelPack as KernelPack,
+    KernelPattern as KernelPattern,
+    KernelProvider as KernelProvider,
+    OperationCapability as OperationCapability,
+    ResidencyPlan as ResidencyPlan,
+    ResidencyPolicy as ResidencyPolicy,
+    StorageProvider as StorageProvider,
+    TransferRoute as TransferRoute,
+    Unsupported as Unsupported,
+    UnsupportedOperationPlan as UnsupportedOperationPlan,
+    register_carrier_definition as register_carrier_definition,
+    register_kernel_pack as register_kernel_pack,
+)
+from ._tiles import TileSelection as TileSelection
+from ._tiles import TileSet as TileSet
 
 __all__ = [
     "CPU",
@@ -23,3 +55,42 @@ __all__ = [
     "TiledResidencyFacet",
     "TileState",
 ]
+__all__ += [
+    "AwaitResidency",
+    "BlockDevice",
+    "BlockDeviceCarrier",
+    "CarrierDefinition",
+    "CarrierFacet",
+    "CompositeProvider",
+    "DType",
+    "KernelExecutionInterface",
+    "KernelPack",
+    "KernelPattern",
+    "KernelProvider",
+    "OperationCapability",
+    "ResidencyPlan",
+    "ResidencyPolicy",
+    "StorageProvider",
+    "TileSelection",
+    "TileSet",
+    "TransferRoute",
+    "Unsupported",
+    "UnsupportedOperationPlan",
+    "register_carrier_definition",
+    "register_kernel_pack",
+]
+
+# The submodules load with the package, as the original's do, so `strideweave.carriers.move`
+# and the others are attributes after `import strideweave`.
+from . import (
+    block_device,
+    cpu,
+    evictable,
+    extension,
+    file_backed,
+    generic,
+    move,
+    operation_capability,
+    operation_policy,
+    tiled_evictable,
+)

@@ -1,0 +1,90 @@
+"""Moving tensors between carriers: the original's ``strideweave.carriers.move``.
+
+``move_async``, its handle ``AwaitMove`` and the move-operation registry (``MoveOperation``,
+``ElementwiseMoveOperation``, ``register_move_operation``, ``unregister_move_operation``,
+``dispatch_move``) are the native objects; ``registered_move_operation`` is the original's
+context manager over the registry, in Python. ``AwaitResult`` is the original's common base
+of the framework's completion handles; here it is an abstract class that ``AwaitMove`` and
+``AwaitResidency`` are registered with, so ``isinstance(handle, AwaitResult)`` holds for
+both. Handles are made by the framework only: ``AwaitResult()`` is a ``TypeError``.
+
+The original's pinned bulk move classes (``CpuToFileBackedMoveOperation``, ...) are native
+classes that ``dispatch_move`` returns but the native module does not export yet, so they are
+not named here.
+"""
+
+from __future__ import annotations
+
+from abc import ABCMeta, abstractmethod
+from contextlib import contextmanager
+from typing import Any, Generic, Iterator, NoReturn, TypeVar
+
+from .. import _native
+from .._adopt import adopt
+from .._native import AwaitMove as AwaitMove
+from .._native import AwaitResidency
+from .._native import move_async as move_async
+
+__all__ = ["AwaitMove", "AwaitResult", "move_async"]
+__all__ += adopt(
+    globals(),
+    [
+        "ElementwiseMoveOperation",
+        "MoveOperation",
+        "dispatch_move",
+        "register_move_operation",
+        "registered_move_operation",
+        "unregister_move_operation",
+    ],
+)
+
+T = TypeVar("T")
+
+
+class AwaitResult(Generic[T], metaclass=ABCMeta):
+    """A framework-made completion handle: ``done`` says whether the work is terminal, and
+    ``wait()`` blocks until it is, then returns its result (the same object on every call)
+    or raises its exception. It is no coroutine: there is no ``__await__``."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(
+            "AwaitResult handles are created by the framework (move_async, promote_async, "
+            "evict_async), not constructed directly"
+        )
+
+    @property
+    @abstractmethod
+    def done(self) -> bool:
+        """Whether the work reached its terminal outcome."""
+
+    @abstractmethod
+    def wait(self) -> T:
+        """Blocks until the work is terminal; its result, or its exception raised."""
+
+
+AwaitResult.register(AwaitMove)
+AwaitResult.register(AwaitResidency)
+
+
+if "registered_move_operation" not in __all__ and {
+    "register_move_operation",
+    "unregister_move_operation",
+} <= set(__all__):
+
+    @contextmanager
+    def registered_move_operation(
+        source_class: type, destination_class: type, operation_class: Any
+    ) -> Iterator[Any]:
+        """Registers ``operation_class`` for the exact pair for the ``with`` block, and
+        yields it; the pair is unregistered when the block ends, also by an exception."""
+        register = getattr(_native, "register_move_operation")
+        unregister = getattr(_native, "unregister_move_operation")
+        register(source_class, destination_class, operation_class)
+        try:
+            yield operation_class
+        finally:
+            unregister(source_class, destination_class)
+
+    __all__.append("registered_move_operation")
