@@ -222,9 +222,9 @@ from .layout import Tree as Tree
 from .operation import broadcast_to as broadcast_to
 from .operation import permute as permute
 from .operation import reshape as reshape
-from ._adopt import adopt
+from ._native import ElementwiseMoveOperation as ElementwiseMoveOperation
+from ._native import MoveOperation as MoveOperation
+from ._native import Operation as Operation
 
-# The original's operation classes at the top level, as the native objects (once the native
-# module has them).
-__all__ += adopt(globals(), ["ElementwiseMoveOperation", "MoveOperation", "Operation"])
-del adopt
+# The original's operation classes at the top level, as the native objects.
+__all__ += ["ElementwiseMoveOperation", "MoveOperation", "Operation"]

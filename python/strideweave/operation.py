@@ -9,7 +9,9 @@ native ``Tensor`` views, taking a ``Shape`` where the original does. ``Operation
 operation for need native support and are not here (docs/python.md, "Module layout").
 """
 
-from ._adopt import adopt
+from ._native import ElementwiseMoveOperation as ElementwiseMoveOperation
+from ._native import MoveOperation as MoveOperation
+from ._native import Operation as Operation
 from ._layout_values import Shape, _plain
 from ._native import NON_DIFFERENTIABLE as NON_DIFFERENTIABLE
 from ._native import REQUIRED as REQUIRED
@@ -129,4 +131,4 @@ __all__ = [
     "sub",
     "tanh",
 ]
-__all__ += adopt(globals(), ["ElementwiseMoveOperation", "MoveOperation", "Operation"])
+__all__ += ["ElementwiseMoveOperation", "MoveOperation", "Operation"]

@@ -55,7 +55,7 @@ static CLASSES: LazyLock<Mutex<ClassTable>> = LazyLock::new(|| Mutex::new(HashMa
 type ClassTable = HashMap<usize, (Py<PyType>, CarrierClass)>;
 
 /// The core class of Python class `class`, minted on first use.
-fn class_of(class: &Bound<'_, PyType>) -> PyResult<CarrierClass> {
+pub(crate) fn class_of(class: &Bound<'_, PyType>) -> PyResult<CarrierClass> {
     let key = class.as_ptr() as usize;
     let mut classes = CLASSES.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some((_, core)) = classes.get(&key) {
@@ -72,8 +72,18 @@ fn class_of(class: &Bound<'_, PyType>) -> PyResult<CarrierClass> {
     Ok(core)
 }
 
+/// The Python class whose core class is `class`, when it is one minted here.
+pub fn python_class(py: Python<'_>, class: CarrierClass) -> Option<Py<PyType>> {
+    CLASSES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .values()
+        .find(|(_, core)| *core == class)
+        .map(|(python, _)| python.clone_ref(py))
+}
+
 /// The core class already minted for `class`, if any.
-fn known_class(class: &Bound<'_, PyType>) -> Option<CarrierClass> {
+pub(crate) fn known_class(class: &Bound<'_, PyType>) -> Option<CarrierClass> {
     let key = class.as_ptr() as usize;
     CLASSES
         .lock()
@@ -748,8 +758,12 @@ pub fn construct(
     .py()
 }
 
-/// The Python instance behind a carrier of a Python class.
+/// The Python instance behind a carrier of a Python class (definition-backed or
+/// definition-free).
 pub fn instance_of(py: Python<'_>, carrier: &Carrier) -> Option<Py<PyAny>> {
+    if let Some(instance) = crate::legacy::instance_of(py, carrier) {
+        return Some(instance);
+    }
     carrier
         .with_provider_state::<PyState, _>(|state| state.link.instance(py).ok())
         .ok()

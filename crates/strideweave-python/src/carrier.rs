@@ -97,6 +97,36 @@ impl PyCarrier {
             .is_some_and(|(_, reached)| reached.load(Ordering::Acquire))
     }
 
+    /// `Carrier.__init__` of a class without a definition: the definition-free path, which
+    /// takes no storage arguments (a TypeError naming the class otherwise). Either way the
+    /// class is observed as definition-free from then on: a definition can no longer be
+    /// registered for it.
+    fn construct_definition_free(
+        slf: &Bound<'_, Self>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+        name: &str,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let class = crate::authoring::class_of(&slf.get_type())?;
+        crate::finalization::detach(py, || {
+            class.observe_definition_free("construct a definition-free carrier")
+        })
+        .py()?;
+        if !args.is_empty() || kwargs.is_some_and(|k| !k.is_empty()) {
+            return Err(PyTypeError::new_err(format!(
+                "{name} has no carrier definition: definition-free Carrier construction accepts \
+                 no storage arguments (call super().__init__() and define the storage hooks, \
+                 or register a definition with register_carrier_definition before the class \
+                 is first used)"
+            )));
+        }
+        let carrier = crate::legacy::construct(slf.as_any(), class)?;
+        let _ = slf.get().inner.set(carrier.clone());
+        remember(py, &carrier, slf.as_any())?;
+        Ok(())
+    }
+
     /// The core carrier, or a Type error when the object was never constructed.
     pub fn carrier(&self) -> PyResult<&Carrier> {
         self.inner.get().ok_or_else(|| {
@@ -310,7 +340,13 @@ impl PyCarrier {
         if slf.get().inner.get().is_some() {
             return Ok(());
         }
-        let name = slf.get_type().name()?.to_string();
+        let class = slf.get_type();
+        let name = class.name()?.to_string();
+        let defined =
+            crate::authoring::known_class(&class).is_some_and(|c| c.is_definition_backed());
+        if !defined && slf.get().fresh.get().is_none() {
+            return Self::construct_definition_free(slf, args, kwargs, &name);
+        }
         let mut slots = None;
         let mut dtype = None;
         let mut mutable = true;
@@ -375,6 +411,21 @@ impl PyCarrier {
         let _ = slf.get().inner.set(carrier.clone());
         remember(slf.py(), &carrier, slf.as_any())?;
         Ok(())
+    }
+
+    /// Runs the framework's dispatch of `operation_name` on this carrier: the class's hook
+    /// (a definition-free class's `_dispatch_op`, a definition-backed class's definition),
+    /// checked fresh and tagged with the name and the exact class. For a definition-free
+    /// Python class, the `Operation` its hook returned; otherwise the dispatched operation.
+    fn dispatch_op(&self, py: Python<'_>, operation_name: &str) -> PyResult<Py<PyAny>> {
+        let carrier = self.carrier()?;
+        let _ = crate::legacy::take_dispatched();
+        let operation =
+            crate::finalization::detach(py, || carrier.dispatch_op(operation_name)).py()?;
+        match crate::legacy::take_dispatched() {
+            Some(object) => Ok(object),
+            None => crate::legacy::dispatched(py, operation),
+        }
     }
 
     /// The dtype of every slot.
@@ -470,6 +521,66 @@ impl PyCarrier {
             })
             .collect::<PyResult<Vec<_>>>()?;
         Ok(PyTuple::new(py, items)?.unbind())
+    }
+
+    /// The plans this carrier executes (its instance reach, or its class's declaration), in
+    /// the deterministic capability order; only those of `operation_name` when given.
+    #[pyo3(signature = (operation_name=None))]
+    fn operation_capabilities(
+        &self,
+        py: Python<'_>,
+        operation_name: Option<&str>,
+    ) -> PyResult<Py<PyTuple>> {
+        let carrier = self.carrier()?;
+        let capabilities = crate::finalization::detach(py, || carrier.capabilities());
+        crate::capabilities::capability_tuple(py, capabilities.iter(), operation_name)
+    }
+
+    /// Whether this carrier executes exactly `plan`.
+    #[pyo3(name = "supports_operation_plan")]
+    fn supports_plan(&self, py: Python<'_>, plan: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let plan = crate::capabilities::plan_arg(plan, "supports_operation_plan plan")?;
+        let carrier = self.carrier()?;
+        Ok(crate::finalization::detach(py, || {
+            carrier.supports_operation_plan(&plan)
+        }))
+    }
+
+    /// Why this carrier does not execute `plan`, or `None` when it does.
+    #[pyo3(name = "unsupported_plan_reason")]
+    fn unsupported_reason(
+        &self,
+        py: Python<'_>,
+        plan: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<String>> {
+        let plan = crate::capabilities::plan_arg(plan, "unsupported_plan_reason plan")?;
+        let carrier = self.carrier()?;
+        Ok(crate::finalization::detach(py, || {
+            carrier.unsupported_plan_reason(&plan)
+        }))
+    }
+
+    /// The capability authorizing `plan` on this carrier, or `UnsupportedOperationPlan`.
+    fn require_operation_plan(
+        &self,
+        py: Python<'_>,
+        plan: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyOperationCapability>> {
+        let plan = crate::capabilities::plan_arg(plan, "require_operation_plan plan")?;
+        let carrier = self.carrier()?;
+        let found = crate::finalization::detach(py, || carrier.matching_capability(&plan));
+        match found {
+            Some(inner) => Py::new(py, PyOperationCapability { inner }),
+            None => {
+                let reason =
+                    crate::finalization::detach(py, || carrier.unsupported_plan_reason(&plan))
+                        .unwrap_or_default();
+                Err(strideweave::Error::UnsupportedOperationPlan(
+                    strideweave::UnsupportedOperationPlan::new(plan.operation(), [reason]),
+                ))
+                .py()
+            }
+        }
     }
 
     /// The facet registered under exactly `facet_type`, or `None`.

@@ -6,13 +6,16 @@ mod authoring;
 mod autograd;
 mod block_device;
 mod callback_error;
+mod capabilities;
 mod carrier;
 mod convert;
 mod dtype;
 mod errors;
 mod finalization;
 mod layout;
+mod legacy;
 mod movement;
+mod moves;
 mod numpy_interop;
 mod residency;
 mod tensor;
@@ -66,6 +69,25 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<authoring::PyStorageProvider>()?;
     m.add_class::<authoring::PyCarrierDefinition>()?;
     m.add_function(wrap_pyfunction!(authoring::register_carrier_definition, m)?)?;
+    m.add_class::<legacy::PyOperation>()?;
+    m.add_class::<moves::PyMoveOperation>()?;
+    m.add_class::<moves::PyElementwiseMoveOperation>()?;
+    m.add_class::<moves::MoveOutput>()?;
+    m.add_function(wrap_pyfunction!(moves::register_move_operation, m)?)?;
+    m.add_function(wrap_pyfunction!(moves::unregister_move_operation, m)?)?;
+    m.add_function(wrap_pyfunction!(moves::dispatch_move, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        capabilities::register_operation_capabilities,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(
+        capabilities::capabilities_for_carrier_class,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(capabilities::matching_capability, m)?)?;
+    m.add_function(wrap_pyfunction!(capabilities::supports_operation_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(capabilities::unsupported_plan_reason, m)?)?;
+    m.add_function(wrap_pyfunction!(capabilities::require_capability, m)?)?;
 
     m.add_class::<tensor::PyTensor>()?;
     for function in [

@@ -17,26 +17,30 @@ from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
 from contextlib import contextmanager
-from typing import Any, Generic, Iterator, NoReturn, TypeVar
+from typing import Generic, Iterator, NoReturn, TypeVar
 
-from .. import _native
-from .._adopt import adopt
 from .._native import AwaitMove as AwaitMove
 from .._native import AwaitResidency
+from .._native import ElementwiseMoveOperation as ElementwiseMoveOperation
+from .._native import MoveOperation as MoveOperation
+from .._native import MoveOutput as MoveOutput
+from .._native import dispatch_move as dispatch_move
 from .._native import move_async as move_async
+from .._native import register_move_operation as register_move_operation
+from .._native import unregister_move_operation as unregister_move_operation
 
-__all__ = ["AwaitMove", "AwaitResult", "move_async"]
-__all__ += adopt(
-    globals(),
-    [
-        "ElementwiseMoveOperation",
-        "MoveOperation",
-        "dispatch_move",
-        "register_move_operation",
-        "registered_move_operation",
-        "unregister_move_operation",
-    ],
-)
+__all__ = [
+    "AwaitMove",
+    "AwaitResult",
+    "ElementwiseMoveOperation",
+    "MoveOperation",
+    "MoveOutput",
+    "dispatch_move",
+    "move_async",
+    "register_move_operation",
+    "registered_move_operation",
+    "unregister_move_operation",
+]
 
 T = TypeVar("T")
 
@@ -68,23 +72,14 @@ AwaitResult.register(AwaitMove)
 AwaitResult.register(AwaitResidency)
 
 
-if "registered_move_operation" not in __all__ and {
-    "register_move_operation",
-    "unregister_move_operation",
-} <= set(__all__):
-
-    @contextmanager
-    def registered_move_operation(
-        source_class: type, destination_class: type, operation_class: Any
-    ) -> Iterator[Any]:
-        """Registers ``operation_class`` for the exact pair for the ``with`` block, and
-        yields it; the pair is unregistered when the block ends, also by an exception."""
-        register = getattr(_native, "register_move_operation")
-        unregister = getattr(_native, "unregister_move_operation")
-        register(source_class, destination_class, operation_class)
-        try:
-            yield operation_class
-        finally:
-            unregister(source_class, destination_class)
-
-    __all__.append("registered_move_operation")
+@contextmanager
+def registered_move_operation(
+    source_class: type, destination_class: type, operation_class: type[MoveOperation]
+) -> Iterator[type[MoveOperation]]:
+    """Registers ``operation_class`` for the exact pair for the ``with`` block, and yields
+    it; the pair is unregistered when the block ends, also by an exception."""
+    register_move_operation(source_class, destination_class, operation_class)
+    try:
+        yield operation_class
+    finally:
+        unregister_move_operation(source_class, destination_class)

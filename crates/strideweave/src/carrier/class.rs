@@ -210,9 +210,10 @@ impl CarrierClass {
     }
 
     /// Records an observation on the definition-free path (capability declaration or query,
-    /// move registration), sealing the class against a definition. A Type error when the
-    /// class is definition-backed.
-    pub(crate) fn observe_definition_free(self, action: &str) -> Result<()> {
+    /// move registration, a binding's attempt to construct a foreign class without a
+    /// definition), sealing the class against a definition. A Type error when the class is
+    /// definition-backed.
+    pub fn observe_definition_free(self, action: &str) -> Result<()> {
         let state = self.0.authority.load(Ordering::Acquire);
         if state == OBSERVED || state == CONSTRUCTED {
             return Ok(());

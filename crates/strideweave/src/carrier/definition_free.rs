@@ -30,6 +30,15 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
     #[doc(hidden)]
     const ORIGIN: ClassOrigin = ClassOrigin::THIRD_PARTY;
 
+    /// The exact class of this body: by default the class of the implementing type. A type
+    /// that serves classes minted at run time (a binding's classes, one per foreign class)
+    /// answers the minted class of this instance; it must answer the same class for the
+    /// life of the body, and the class must be definition-free and independent or dependent
+    /// as [`KIND`](Self::KIND) says.
+    fn carrier_class(&self) -> CarrierClass {
+        CarrierClass::of::<Self>()
+    }
+
     /// Whether this carrier can store `dtype` (by identity). Must not depend on the size,
     /// mutability, ownership or release state, and stays available after release.
     fn supports_storage_dtype(&self, dtype: DType) -> bool;
@@ -91,6 +100,34 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
     /// A fresh carrier of this class with `size` slots, zeroed unless `empty` (a class may
     /// zero anyway).
     fn allocate_like(&self, size: usize, dtype: DType, empty: bool) -> Result<Self>;
+
+    /// For a class whose instances are complete carriers built by its own constructor (a
+    /// binding's foreign classes): a fresh carrier of this class holding `values`, made by
+    /// the class's own factory. The framework checks it as it checks every factory's result
+    /// (its class, dtype, extent and writability). `None` (the default) has the framework call
+    /// [`new_like`](Self::new_like) and wrap the body.
+    fn new_like_carrier(
+        &self,
+        values: &[Value],
+        dtype: DType,
+        mutable: bool,
+    ) -> Option<Result<Carrier>> {
+        let _ = (values, dtype, mutable);
+        None
+    }
+
+    /// [`new_like_carrier`](Self::new_like_carrier) for
+    /// [`allocate_like`](Self::allocate_like).
+    fn allocate_like_carrier(
+        &self,
+        size: usize,
+        dtype: DType,
+        empty: bool,
+        mutable: bool,
+    ) -> Option<Result<Carrier>> {
+        let _ = (size, dtype, empty, mutable);
+        None
+    }
 
     /// Whether an empty carrier of this class grows when it is a move destination.
     fn grows_as_destination(&self) -> bool {
@@ -252,6 +289,10 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
         DefinitionFreeCarrier::copy_slots_from(self, source, sources, targets)
     }
     fn new_like(&self, values: &[Value], dtype: DType, mutable: bool) -> Result<Carrier> {
+        let request = Made::new(self, "new_like", values.len(), dtype, mutable);
+        if let Some(made) = DefinitionFreeCarrier::new_like_carrier(self, values, dtype, mutable) {
+            return request.check(self, made?);
+        }
         let body = DefinitionFreeCarrier::new_like(self, values, dtype)?;
         Carrier::new(
             checked_extent(body, "new_like", values.len())?,
@@ -266,6 +307,12 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
         empty: bool,
         mutable: bool,
     ) -> Result<Carrier> {
+        let request = Made::new(self, "allocate_like", size, dtype, mutable);
+        if let Some(made) =
+            DefinitionFreeCarrier::allocate_like_carrier(self, size, dtype, empty, mutable)
+        {
+            return request.check(self, made?);
+        }
         let body = DefinitionFreeCarrier::allocate_like(self, size, dtype, empty)?;
         Carrier::new(checked_extent(body, "allocate_like", size)?, dtype, mutable)
     }
@@ -297,8 +344,83 @@ fn checked_extent<T: DefinitionFreeCarrier>(
     let _ = DefinitionFreeCarrier::release(&body);
     Err(Error::ProviderContract(format!(
         "{}.{callback} was asked for {requested} slots but made a carrier of {reported}",
-        T::NAME
+        DefinitionFreeCarrier::carrier_class(&body)
     )))
+}
+
+/// What a factory hook was asked to make, to check a complete carrier a class's own factory
+/// made ([`DefinitionFreeCarrier::new_like_carrier`]).
+struct Made {
+    class: CarrierClass,
+    callback: &'static str,
+    slots: usize,
+    dtype: DType,
+    mutable: bool,
+}
+
+impl Made {
+    fn new<T: DefinitionFreeCarrier>(
+        prototype: &T,
+        callback: &'static str,
+        slots: usize,
+        dtype: DType,
+        mutable: bool,
+    ) -> Made {
+        Made {
+            class: DefinitionFreeCarrier::carrier_class(prototype),
+            callback,
+            slots,
+            dtype,
+            mutable,
+        }
+    }
+
+    /// `made` when it is a live carrier of exactly the asked class, dtype and extent, writable
+    /// when a writable one was asked for, and not `prototype` itself; otherwise it is released
+    /// (once, when it is another carrier of this class) and the factory fails with a provider
+    /// contract error naming the class, the hook and what differs.
+    fn check<T: DefinitionFreeCarrier>(&self, prototype: &T, made: Carrier) -> Result<Carrier> {
+        let Made {
+            class,
+            callback,
+            slots,
+            dtype,
+            mutable,
+        } = *self;
+        let differs = if made.class() != class {
+            Some(format!("a {} carrier", made.class()))
+        } else if made.is_released() {
+            Some("a released carrier".to_string())
+        } else if made.dtype() != dtype {
+            Some(format!("a {} carrier", made.dtype()))
+        } else if made.size() != slots {
+            Some(format!("a carrier of {} slots", made.size()))
+        } else if mutable && !made.is_mutable() {
+            Some("an immutable carrier".to_string())
+        } else if made
+            .downcast_ref::<T>()
+            .is_some_and(|body| std::ptr::eq(body, prototype))
+        {
+            Some("the prototype itself".to_string())
+        } else {
+            None
+        };
+        let Some(differs) = differs else {
+            return Ok(made);
+        };
+        let own = made
+            .downcast_ref::<T>()
+            .is_some_and(|body| std::ptr::eq(body, prototype));
+        if made.class() == class && !own {
+            // Best effort: what differs is the error to report.
+            let _ = made.release();
+        }
+        Err(Error::ProviderContract(format!(
+            "{class}.{callback} was asked for a fresh {}{dtype} carrier of {slots} slots but \
+             made {differs}",
+            if mutable { "mutable " } else { "" }
+        )))
+    }
 }
 
 impl<T: DefinitionFreeCarrier> MovementHooks for T {

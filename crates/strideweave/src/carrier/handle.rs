@@ -69,12 +69,13 @@ impl Carrier {
     /// declaration can be registered for it (Type, "already observed"). A refused
     /// construction constructs nothing and seals nothing.
     pub fn new<T: DefinitionFreeCarrier>(body: T, dtype: DType, mutable: bool) -> Result<Carrier> {
-        Carrier::with_class(body, CarrierClass::of::<T>(), dtype, mutable)
+        let class = DefinitionFreeCarrier::carrier_class(&body);
+        Carrier::with_class(body, class, dtype, mutable)
     }
 
-    /// [`Carrier::new`] for a caller that already knows the exact class of `T` (it must be
-    /// `CarrierClass::of::<T>()`), sparing the look-up of the class by type. Inlined: every
-    /// kernel result is wrapped here.
+    /// [`Carrier::new`] for a caller that already knows the exact class of the body (it must
+    /// be the body's [`carrier_class`](DefinitionFreeCarrier::carrier_class)), sparing the
+    /// look-up of the class by type. Inlined: every kernel result is wrapped here.
     #[inline]
     pub(crate) fn with_class<T: DefinitionFreeCarrier>(
         body: T,
@@ -83,7 +84,7 @@ impl Carrier {
         mutable: bool,
     ) -> Result<Carrier> {
         debug_assert!(
-            class == CarrierClass::of::<T>(),
+            class == DefinitionFreeCarrier::carrier_class(&body),
             "{class} is not the class of the body"
         );
         const ACTION: &str = "construct a definition-free carrier body";
