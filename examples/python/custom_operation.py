@@ -85,7 +85,7 @@ def filled(values: List[float]) -> sw.Tensor:
 
 def values(t: sw.Tensor) -> List[float]:
     out = []
-    for i in range(t.size):
+    for i in range(t.size()):
         v = t[i]
         assert isinstance(v, float)
         out.append(v)

@@ -76,7 +76,7 @@ def vectorized_relu(invocation: ext.ResolvedInvocation, interface: ListInterface
     of its own, returning a completion."""
     (x,) = invocation.operands
     assert isinstance(x, sw.Tensor)
-    if x.size % 4 != 0:
+    if x.size() % 4 != 0:
         interface.log.append("vectorized relu declined")
         return sw.Unsupported("vectorized relu needs a multiple of 4 elements")
 
@@ -145,7 +145,7 @@ def main() -> None:
     x = sw.Tensor.compact(ListCarrier(4, dtype=F32), (4,))
     for i, v in enumerate([-2.0, -1.0, 1.0, 2.0]):
         x[i] = v
-    print("capabilities", sorted(c.operation for c in x.carrier.capabilities()))
+    print("capabilities", sorted(c.operation for c in x.carrier.operation_capabilities()))
     print("neg", sw.neg(x).to_list())
     print("relu of 4", sw.relu(x).to_list())
     half = x[0:2]

@@ -30,7 +30,7 @@ def main() -> None:
 
     # Move the matrix to a file; the CPU carrier is released.
     on_disk = sw.move(matrix, sw.FileBacked(dtype=sw.DType.Float32))
-    print("on disk", on_disk.to_list(), "source released", matrix.carrier.is_released)
+    print("on disk", on_disk.to_list(), "source released", matrix.carrier.is_released())
 
 
 if __name__ == "__main__":

@@ -74,7 +74,7 @@ def new_class(name: str) -> type:
 
 def values_of(t: sw.Tensor) -> List[float]:
     """The values of a 1-D tensor in element order."""
-    return [float(t[i]) for i in range(t.size)]  # type: ignore[arg-type]
+    return [float(t[i]) for i in range(t.size())]  # type: ignore[arg-type]
 
 
 def filled(cls: type, values: List[float]) -> sw.Tensor:

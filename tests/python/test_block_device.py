@@ -87,14 +87,14 @@ def test_geometry_allocation_and_close(loop_device: str) -> None:
 def test_values_persist_on_the_device_and_move_to_and_from_cpu(loop_device: str) -> None:
     device = sw.BlockDevice.open(loop_device)
     carrier = device.allocate(4)
-    carrier.set(2, 1.5)
-    assert [carrier.get(i) for i in range(4)] == [0.0, 0.0, 1.5, 0.0]
+    carrier.set_value(2, 1.5)
+    assert [carrier.get_value(i) for i in range(4)] == [0.0, 0.0, 1.5, 0.0]
     assert carrier.version == 1
     t = sw.Tensor.compact(carrier, (4,))
     assert t.carrier is carrier
     on_cpu = sw.move(t, sw.CPU(4))
     assert on_cpu.to_list() == [0.0, 0.0, 1.5, 0.0]
-    assert carrier.is_released and device.live_carriers == 0
+    assert carrier.is_released() and device.live_carriers == 0
     back = sw.move(on_cpu, device.allocate(4))
     assert back.to_list() == [0.0, 0.0, 1.5, 0.0]
     assert isinstance(back.carrier, sw.BlockDeviceCarrier)

@@ -53,7 +53,7 @@ def test_an_unreferenced_python_carrier_is_collected_without_release() -> None:
     cls, storage = registered("CollectedCarrier")
     carrier = cls(3, dtype=F32)
     carrier.label = "mine"
-    carrier.set(1, 2.5)
+    carrier.set_value(1, 2.5)
     alive = weakref.ref(carrier)
     del carrier
     gc.collect()

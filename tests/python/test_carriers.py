@@ -10,10 +10,10 @@ from conftest import cpu_tensor
 
 def test_cpu_carrier() -> None:
     carrier = sw.CPU(3)
-    assert [carrier.get(i) for i in range(3)] == [0.0, 0.0, 0.0]
-    assert carrier.size() == 3 and carrier.dtype is sw.DType.Float32 and carrier.version == 0
-    carrier.set(2, 0.1)
-    assert carrier.get(2) == 0.10000000149011612  # stored as binary32
+    assert [carrier.get_value(i) for i in range(3)] == [0.0, 0.0, 0.0]
+    assert carrier.size() == 3 and carrier.dtype() is sw.DType.Float32 and carrier.version == 0
+    carrier.set_value(2, 0.1)
+    assert carrier.get_value(2) == 0.10000000149011612  # stored as binary32
     assert carrier.version == 1
     assert carrier.pointer() is not None
     assert carrier.supports_storage_dtype(sw.DType.Int32)
@@ -30,24 +30,24 @@ def test_release_keeps_dtype_support_and_refuses_access() -> None:
     carrier = sw.CPU(2)
     carrier.release()
     carrier.release()  # idempotent
-    assert carrier.is_released and carrier.size() == 0 and carrier.pointer() is None
+    assert carrier.is_released() and carrier.size() == 0 and carrier.pointer() is None
     assert carrier.supports_storage_dtype(sw.DType.Int32)
     with pytest.raises(RuntimeError, match="cannot write a slot: the CPU carrier is released"):
-        carrier.set(0, 1.0)
+        carrier.set_value(0, 1.0)
     assert carrier.version == 0
 
 
 def test_immutable_carriers_refuse_writes() -> None:
     carrier = sw.CPU(2, mutable=False)
-    assert not carrier.is_mutable
+    assert not carrier.is_mutable()
     with pytest.raises(RuntimeError):
-        carrier.set(0, 1.0)
-    assert carrier.version == 0 and carrier.get(0) == 0.0
+        carrier.set_value(0, 1.0)
+    assert carrier.version == 0 and carrier.get_value(0) == 0.0
 
 
 def test_generic_carrier_normalizes_values() -> None:
     carrier = sw.Generic([1, 2], dtype=sw.DType.Int32)
-    assert carrier.get(1) == 2 and type(carrier.get(1)) is int
+    assert carrier.get_value(1) == 2 and type(carrier.get_value(1)) is int
     with pytest.raises(TypeError, match="^Generic values must be an iterable of bool, int or float, got int$"):
         sw.Generic(5, dtype=sw.DType.Float32)
     with pytest.raises(TypeError, match=r"^Generic values\[1\] must be a bool, int or float, got str$"):
@@ -57,7 +57,7 @@ def test_generic_carrier_normalizes_values() -> None:
     with pytest.raises(TypeError, match="dtype"):
         sw.Generic([1.0])  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="value must be a bool, int or float, got str"):
-        carrier.set(0, "x")
+        carrier.set_value(0, "x")
     assert carrier.version == 0
 
 
@@ -77,17 +77,17 @@ def test_evictable_moves_its_contents_between_tiers() -> None:
     secondary = sw.Generic([0.0, 0.0], dtype=sw.DType.Float32)
     hierarchy = sw.Evictable(primary, secondary)
     assert hierarchy.primary is primary and hierarchy.secondary is secondary
-    assert primary.is_owned and not hierarchy.is_evicted
+    assert primary.is_owned() and not hierarchy.is_evicted()
     with pytest.raises(RuntimeError, match="owned by another carrier"):
-        primary.set(0, 5.0)
-    hierarchy.set(0, 9.0)
+        primary.set_value(0, 5.0)
+    hierarchy.set_value(0, 9.0)
     assert hierarchy.version == 1
     hierarchy.evict()
-    assert hierarchy.is_evicted
+    assert hierarchy.is_evicted()
     with pytest.raises(RuntimeError, match="evicted; call promote\\(\\) first"):
-        hierarchy.get(0)
+        hierarchy.get_value(0)
     hierarchy.promote()
-    assert (hierarchy.get(0), hierarchy.get(1), hierarchy.version) == (9.0, 2.0, 1)
+    assert (hierarchy.get_value(0), hierarchy.get_value(1), hierarchy.version) == (9.0, 2.0, 1)
     with pytest.raises(ValueError, match="two distinct tiers"):
         sw.Evictable(primary, primary)
     with pytest.raises(TypeError, match="Evictable secondary must be a Carrier, got int"):
@@ -157,11 +157,11 @@ def test_carrier_objects_keep_their_identity_through_the_core() -> None:
 
 
 def test_capabilities_list_the_executable_plans() -> None:
-    capabilities = sw.CPU(1).capabilities()
-    assert capabilities == sw.CPU(2).capabilities()
+    capabilities = sw.CPU(1).operation_capabilities()
+    assert capabilities == sw.CPU(2).operation_capabilities()
     assert all(isinstance(c, sw.OperationCapability) for c in capabilities)
     operations = {c.operation for c in capabilities}
     assert {"add", "matmul", "reduce_sum", "relu"} <= operations
     add = [c for c in capabilities if c.operation == "add"]
     assert str(add[0]).startswith("add with operands (")
-    assert sw.FileBacked(dtype=sw.DType.Float32).capabilities() == ()
+    assert sw.FileBacked(dtype=sw.DType.Float32).operation_capabilities() == ()

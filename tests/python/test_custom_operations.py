@@ -143,7 +143,7 @@ def test_gradients_flow_through_the_python_rule_and_match_finite_differences() -
     assert_close(values_of(x.grad), finite_difference(cube, cls, xs, weights))
 
     (ctx, cotangents) = contexts[-1]
-    assert ctx.invocation.operation == cube and ctx.invocation.saved_operands == (0,)
+    assert ctx.invocation.definition == cube and ctx.invocation.saved_operands == (0,)
     assert [values_of(t) for t in ctx.saved_operands] == [xs]
     assert [values_of(t) for t in ctx.outputs] == [[v**3 for v in xs]]
     assert ctx.outputs[0].grad_fn is None  # outputs are detached

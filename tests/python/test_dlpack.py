@@ -117,7 +117,7 @@ def test_what_cannot_be_exported_without_a_copy_is_a_buffer_error() -> None:
 def test_from_dlpack_shares_aligned_numpy_memory_and_keeps_it_alive() -> None:
     array = np.arange(6, dtype=np.float32).reshape(2, 3)
     t = sw.from_dlpack(array)
-    assert t.shape == (2, 3) and t.dtype is sw.DType.Float32
+    assert t.shape == (2, 3) and t.dtype() is sw.DType.Float32
     assert t.to_list() == array.tolist()
     assert t.carrier.pointer() == array.ctypes.data  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError, match="immutable"):
@@ -125,7 +125,7 @@ def test_from_dlpack_shares_aligned_numpy_memory_and_keeps_it_alive() -> None:
     transposed = sw.from_dlpack(array.T)
     assert transposed.to_list() == array.T.tolist()
     ints = sw.from_dlpack(np.array([1, 2, 3], dtype=np.int32))
-    assert ints.dtype is sw.DType.Int32 and ints.to_list() == [1, 2, 3]
+    assert ints.dtype() is sw.DType.Int32 and ints.to_list() == [1, 2, 3]
     del array
     gc.collect()
     assert t.to_list() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]

@@ -8,8 +8,8 @@ import strideweave as sw
 def test_dtypes_are_recognised_by_identity() -> None:
     assert sw.DType.Float32 is sw.DType.from_name("Float32")
     t = sw.Tensor.compact(sw.CPU(2, dtype=sw.DType.Int32), (2,))
-    assert t.dtype is sw.DType.Int32
-    assert t.carrier.dtype is sw.DType.Int32
+    assert t.dtype() is sw.DType.Int32
+    assert t.carrier.dtype() is sw.DType.Int32
     assert sw.DType.Float32 != sw.DType.Float64
 
 

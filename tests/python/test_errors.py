@@ -63,14 +63,14 @@ def test_real_type_error() -> None:
 
 def test_real_index_error() -> None:
     with pytest.raises(IndexError, match="^slot 5 is out of range for a CPU carrier of size 2$"):
-        sw.CPU(2).get(5)
+        sw.CPU(2).get_value(5)
 
 
 def test_real_runtime_error_for_a_released_carrier() -> None:
     carrier = sw.CPU(2)
     carrier.release()
     with pytest.raises(RuntimeError, match="^cannot read a slot: the CPU carrier is released$"):
-        carrier.get(0)
+        carrier.get_value(0)
 
 
 def test_real_overflow_error() -> None:

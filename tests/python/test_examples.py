@@ -38,6 +38,16 @@ def test_custom_carrier_prints_its_results() -> None:
     ]
 
 
+def test_legacy_carrier_prints_its_results() -> None:
+    assert run("legacy_carrier.py").splitlines() == [
+        "values [3.0, -2.0, 4.0] version 1 list [3.0, -2.0, 4.0]",
+        "neg [-3.0, 2.0, -4.0] on a ListCarrier",
+        "dispatched Negate neg True",
+        "relu refused: ListCarrier declares no operation-plan capability for 'relu'",
+        "moved to the CPU [1.5, -1.0, 2.0] source released True",
+    ]
+
+
 def test_numpy_roundtrip_prints_its_results() -> None:
     assert run("numpy_roundtrip.py").splitlines() == [
         "shared True shape (2, 3) layout (2,3):(3,1)",

@@ -83,12 +83,12 @@ def test_new_like_and_allocate_like_run_the_classs_init() -> None:
     assert type(made) is cls and made is not prototype
     assert inits[1:] == [(3, F32, True)]
     assert seen[-1] is made, "supports_dtype saw the initialized fresh instance"
-    assert [made.get(i) for i in range(3)] == [1.5, -2.0, 4.0]
+    assert [made.get_value(i) for i in range(3)] == [1.5, -2.0, 4.0]
     assert DEVICE.buffers[id(made)] == [1.5, -2.0, 4.0]
     frozen = prototype.allocate_like(4, mutable=False)
     assert inits[2:] == [(4, F32, False)]
-    assert type(frozen) is cls and not frozen.is_mutable and frozen.size() == 4
-    assert [frozen.get(i) for i in range(4)] == [0.0] * 4
+    assert type(frozen) is cls and not frozen.is_mutable() and frozen.size() == 4
+    assert [frozen.get_value(i) for i in range(4)] == [0.0] * 4
     assert sw.Tensor.compact(made, (3,)).carrier is made
 
 
@@ -241,10 +241,10 @@ def test_configure_like_configures_factory_made_carriers_of_another_init_signatu
     assert Positional.configured == [(made, prototype)]
     assert SEEN_BY_POSITIONAL[-1] is made, "supports_dtype saw the configured instance"
     assert made.device is device and device.buffers[id(made)] == [1.5, -2.0, 4.0]
-    assert [made.get(i) for i in range(3)] == [1.5, -2.0, 4.0]
+    assert [made.get_value(i) for i in range(3)] == [1.5, -2.0, 4.0]
     frozen = prototype.allocate_like(4, mutable=False)
     assert Positional.configured[1:] == [(frozen, prototype)]
-    assert (frozen.device, frozen.size(), frozen.is_mutable) == (device, 4, False)
+    assert (frozen.device, frozen.size(), frozen.is_mutable()) == (device, 4, False)
     assert device.buffers[id(frozen)] == [0.0] * 4
     assert sw.Tensor.compact(made, (3,)).carrier is made
 
@@ -279,15 +279,15 @@ def test_configure_like_configures_the_tiers_an_evictable_makes_when_it_moves() 
     device = Device()
     primary, secondary = Tier(device, 2), Tier(device, 0)
     hierarchy = sw.Evictable(primary, secondary)
-    hierarchy.set(0, 5.0)
-    hierarchy.set(1, -1.0)
+    hierarchy.set_value(0, 5.0)
+    hierarchy.set_value(1, -1.0)
     hierarchy.evict()
-    assert hierarchy.is_evicted
+    assert hierarchy.is_evicted()
     (evicted, from_secondary), = Tier.configured
     assert from_secondary is secondary and evicted.device is device
     assert device.buffers[id(evicted)] == [5.0, -1.0]
     hierarchy.promote()
-    assert [hierarchy.get(0), hierarchy.get(1)] == [5.0, -1.0]
+    assert [hierarchy.get_value(0), hierarchy.get_value(1)] == [5.0, -1.0]
     assert len(Tier.configured) == 2 and Tier.configured[1][1] is primary
     assert type(hierarchy.primary) is Tier and hierarchy.primary.device is device
 
@@ -385,6 +385,6 @@ def test_factory_arguments_are_checked() -> None:
 def test_shipped_carriers_have_the_factories_too() -> None:
     cpu = sw.CPU.from_values([1.0, 2.0])
     made = cpu.new_like([3, 4], dtype=sw.DType.Int32)
-    assert type(made) is sw.CPU and made.dtype is sw.DType.Int32 and [made.get(0), made.get(1)] == [3, 4]
+    assert type(made) is sw.CPU and made.dtype() is sw.DType.Int32 and [made.get_value(0), made.get_value(1)] == [3, 4]
     zeros = cpu.allocate_like(3)
-    assert type(zeros) is sw.CPU and [zeros.get(i) for i in range(3)] == [0.0, 0.0, 0.0]
+    assert type(zeros) is sw.CPU and [zeros.get_value(i) for i in range(3)] == [0.0, 0.0, 0.0]

@@ -109,8 +109,8 @@ class Elementwise(Operation):
     def _forward(self, *operands: sw.Tensor) -> sw.Tensor:
         self.faults.check("_forward")
         first = operands[0]
-        out = sw.Tensor(first.carrier.allocate_like(first.size), 0, first.layout)
-        for i in range(first.size):
+        out = sw.Tensor(first.carrier.allocate_like(first.size()), 0, first.layout)
+        for i in range(first.size()):
             values = [float(t[i]) for t in operands]  # type: ignore[arg-type]
             out[i] = -values[0] if self.operation_name == "neg" else sum(values)
         return out
@@ -215,8 +215,8 @@ def test_a_factory_must_make_a_fresh_carrier_of_the_asked_extent() -> None:
     # Promoting makes a fresh primary tier through the legacy class's own allocate_like.
     with pytest.raises(sw.ProviderContractError, match="Short.allocate_like was asked for a fresh mutable Float32 carrier of 2 slots but made a carrier of 1 slots"):
         hierarchy.promote()
-    assert hierarchy.is_evicted, "a refused promotion leaves the hierarchy as it was"
-    assert hierarchy.secondary.get(0) == 1.0 and hierarchy.secondary.get(1) == 2.0
+    assert hierarchy.is_evicted(), "a refused promotion leaves the hierarchy as it was"
+    assert hierarchy.secondary.get_value(0) == 1.0 and hierarchy.secondary.get_value(1) == 2.0
     with pytest.raises(RuntimeError, match="evicted"):
         t.to_list()
 
@@ -239,7 +239,7 @@ class Doubling(MoveOperation):
     fail = False
 
     def _copy(self, tensor: sw.Tensor, destination: sw.Carrier, output: Any, element_count: int) -> None:
-        for i in range(tensor.size):
+        for i in range(tensor.size()):
             output[i] = 2 * float(tensor[i])  # type: ignore[arg-type]
             if Doubling.fail:
                 raise OSError("injected in _copy")
@@ -275,10 +275,10 @@ def test_a_failing_move_operation_leaves_both_carriers_as_they_were() -> None:
             sw.move(t, destination)
     finally:
         Doubling.fail = False
-    assert not t.carrier.is_released and t.to_list() == [1.0, 2.0]
+    assert not t.carrier.is_released() and t.to_list() == [1.0, 2.0]
     assert destination.values == [7.0, 8.0] and destination.version == 0
     handle = sw.move_async(t, destination)
-    assert handle.wait().to_list() == [2.0, 4.0] and t.carrier.is_released
+    assert handle.wait().to_list() == [2.0, 4.0] and t.carrier.is_released()
 
 
 def test_evictable_and_tiled_evictable_compose_legacy_carriers() -> None:
@@ -287,7 +287,7 @@ def test_evictable_and_tiled_evictable_compose_legacy_carriers() -> None:
     t = sw.Tensor.compact(hierarchy, (4,))
     assert t.to_list() == [1.0, 2.0, 3.0, 4.0]
     hierarchy.evict()
-    assert hierarchy.is_evicted and hierarchy.secondary.get(3) == 4.0
+    assert hierarchy.is_evicted() and hierarchy.secondary.get_value(3) == 4.0
     hierarchy.promote()
     assert t.to_list() == [1.0, 2.0, 3.0, 4.0] and type(hierarchy.primary) is cls
     tiled = sw.TiledEvictable(sw.CPU(0), cls([1.0, 2.0, 3.0, 4.0]), [2], [2])

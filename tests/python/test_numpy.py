@@ -88,7 +88,7 @@ def test_tensor_writes_are_refused_while_a_view_lives_and_the_version_stays() ->
     with pytest.raises(RuntimeError, match=message):
         t[0] = 9.0
     with pytest.raises(RuntimeError, match="exported to 2 live view"):
-        carrier.set(1, 9.0)
+        carrier.set_value(1, 9.0)
     assert (t.version, carrier.version) == (0, 0)
     assert a.tolist() == [1.0, 2.0, 3.0]
     # Operations read the frozen slots and write fresh carriers.
@@ -123,7 +123,7 @@ def test_a_release_while_viewed_is_deferred_and_the_array_stays_valid(count: int
     t = sw.Tensor.compact(carrier, (count,))
     a = np.asarray(t)
     carrier.release()
-    assert carrier.is_released
+    assert carrier.is_released()
     with pytest.raises(RuntimeError, match="released"):
         t.to_list()
     assert a.tolist() == values
@@ -135,7 +135,7 @@ def test_a_move_of_a_viewed_tensor_succeeds_and_the_array_keeps_the_values() -> 
     t = sw.Tensor.compact(cpu([1.0, 2.0, 3.0, 4.0, 5.0]), (5,))
     a = np.asarray(t)
     moved = sw.move(t, sw.Generic([0.0] * 5, dtype=sw.DType.Float32))
-    assert t.carrier.is_released
+    assert t.carrier.is_released()
     assert moved.to_list() == [1.0, 2.0, 3.0, 4.0, 5.0]
     assert a.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
 
@@ -204,10 +204,10 @@ def test_from_numpy_shares_aligned_arrays_and_keeps_them_alive() -> None:
     t = sw.from_numpy(x)
     assert t.to_list() == x.tolist()
     assert t.shape == (3, 4)
-    assert t.dtype is sw.DType.Float32
+    assert t.dtype() is sw.DType.Float32
     assert isinstance(t.carrier, sw.CPU)
     assert t.carrier.pointer() == x.ctypes.data
-    assert not t.carrier.is_mutable
+    assert not t.carrier.is_mutable()
     with pytest.raises(RuntimeError, match="cannot write a slot: the CPU carrier is immutable"):
         t[0, 0] = 1.0
 
@@ -260,7 +260,7 @@ def test_from_numpy_copies_what_it_cannot_share(make: "object", reason: str) -> 
     x = make()  # type: ignore[operator]
     t = sw.from_numpy(x)
     assert t.to_list() == x.tolist()
-    assert t.carrier.is_mutable
+    assert t.carrier.is_mutable()
     with pytest.raises(ValueError, match=f"cannot share the array's memory: .*{reason}"):
         sw.from_numpy(x, copy=False)
 

@@ -27,7 +27,7 @@ def cube_reference(seen: List[Any]) -> Any:
         seen.append(invocation)
         (x,) = invocation.operands
         assert isinstance(x, sw.Tensor)
-        return on_cpu([float(x[i]) ** 3 for i in range(x.size)])  # type: ignore[arg-type]
+        return on_cpu([float(x[i]) ** 3 for i in range(x.size())])  # type: ignore[arg-type]
 
     return reference
 
@@ -44,10 +44,10 @@ def test_define_operation_keeps_the_reference_and_runs_it_on_a_resolved_call() -
     invocation = cube.resolve_call(x)
     assert isinstance(invocation, sw.ResolvedInvocation)
     (operand,) = invocation.operands
-    assert invocation.operation == cube and isinstance(operand, sw.Tensor) and operand.carrier is x.carrier
+    assert invocation.definition == cube and isinstance(operand, sw.Tensor) and operand.carrier is x.carrier
     assert seen == [], "resolving runs no reference and no kernel"
     (expected,) = cube.run_reference(invocation)
-    assert len(seen) == 1 and seen[0].operation == cube and seen[0].operands[0].carrier is x.carrier
+    assert len(seen) == 1 and seen[0].definition == cube and seen[0].operands[0].carrier is x.carrier
     assert type(expected.carrier) is sw.CPU and expected.to_list() == [1.0, -8.0, 0.125]
     spec = invocation.results[0]
     actual = cube(x)

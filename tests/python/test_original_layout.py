@@ -832,7 +832,7 @@ def test_operation_policy_constants_state_what_planning_does() -> None:
     four = sw.Tensor.compact(sw.CPU.from_values([1.0, 2.0, 3.0, 4.0]), (2, 2))
     for dtype in operation_policy.SUPPORTED_ACCUMULATOR_DTYPES:
         assert sw.reduce_sum(four, dtype).to_list() == [4.0, 6.0]
-        assert sw.matmul(four, four, dtype).dtype is sw.DType.Float32
+        assert sw.matmul(four, four, dtype).dtype() is sw.DType.Float32
     for dtype in (sw.DType.Int32, sw.DType.Bool):
         with pytest.raises(NotImplementedError, match="accumulator dtypes are Float32 and Float64"):
             sw.reduce_sum(four, dtype)
@@ -840,7 +840,7 @@ def test_operation_policy_constants_state_what_planning_does() -> None:
     assert configurable == frozenset({"reduce_sum", "matmul"})
     for dtype in operation_policy.SUPPORTED_TENSOR_DTYPES:
         t = sw.Tensor.compact(sw.CPU(2, dtype=dtype), (2,))
-        assert sw.add(t, t).dtype is dtype
+        assert sw.add(t, t).dtype() is dtype
     flags = sw.Tensor.compact(sw.CPU(2, dtype=sw.DType.Bool), (2,))
     with pytest.raises(TypeError, match="does not compute on Bool"):
         sw.add(flags, flags)

@@ -55,7 +55,7 @@ def test_every_wait_of_a_failed_move_raises_the_same_exception_object() -> None:
         assert raised.value is failure.error
     assert handle.done
     assert failure.wait_threads and threading.get_ident() not in failure.wait_threads
-    assert destination.version == 0 and not t.carrier.is_released
+    assert destination.version == 0 and not t.carrier.is_released()
 
 
 def test_concurrent_waiters_of_one_failed_move_all_receive_the_same_object() -> None:

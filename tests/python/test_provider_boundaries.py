@@ -59,7 +59,7 @@ def test_factories_refuse_a_provider_reporting_another_extent(lie: int) -> None:
         Liar(3, dtype=F32)
     lying["on"] = False
     assert len(released) == 3 and len(set(released)) == 3, "each refused carrier is released once"
-    assert t.version == version and t.to_list() == [1.5, 0.0] and not template.is_released
+    assert t.version == version and t.to_list() == [1.5, 0.0] and not template.is_released()
 
 
 def view_returning_class(name: str) -> type:
@@ -237,13 +237,13 @@ def test_a_pending_move_keeps_its_prepared_work_alive_with_every_handle_dropped(
     assert finished.wait(30)
     for _ in range(100):
         # Calling into the extension lets it drop the references its threads gave back.
-        assert destination.get(0) in (0.0, 2.5)
+        assert destination.get_value(0) in (0.0, 2.5)
         gc.collect()
         if Resource.collected:
             break
         threading.Event().wait(0.01)
     assert Resource.collected == ["staging buffer"], "and are let go once the move is terminal"
-    assert destination.get(0) == 2.5
+    assert destination.get_value(0) == 2.5
 
 
 def test_a_completion_exposing_await_is_refused() -> None:
@@ -266,7 +266,7 @@ def test_a_completion_exposing_await_is_refused() -> None:
     destination = sw.CPU(1)
     with pytest.raises(TypeError, match="exposes __await__: a ProviderCompletion is a blocking done/wait\\(\\) protocol"):
         sw.move(source, destination)
-    assert not source.carrier.is_released and destination.version == 0
+    assert not source.carrier.is_released() and destination.version == 0
 
 
 def test_an_assigned_gradient_keeps_its_leafs_dtype() -> None:

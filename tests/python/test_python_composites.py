@@ -43,10 +43,10 @@ class TierStorage:
         carrier.inner.release()
 
     def read(self, carrier: Any, index: int) -> Any:
-        return carrier.inner.get(index)
+        return carrier.inner.get_value(index)
 
     def write(self, carrier: Any, index: int, value: Any) -> None:
-        carrier.inner.set(index, value)
+        carrier.inner.set_value(index, value)
 
     def provider(self) -> sw.StorageProvider:
         return sw.StorageProvider(
@@ -70,7 +70,7 @@ class Delegating:
         self.calls.append(("capabilities", carrier))
         if self.fail_at == "capabilities":
             raise self.error
-        reach = carrier.dependency.capabilities()
+        reach = carrier.dependency.operation_capabilities()
         return (plan for plan in carrier.offered if plan in reach)
 
     def result_carriers(self, carrier: Any, invocation: Any) -> Any:
@@ -91,7 +91,7 @@ class Delegating:
             sw.Tensor(t.carrier.inner, t.offset, t.layout) if isinstance(t, sw.Tensor) else t
             for t in invocation.operands
         ]
-        function = getattr(sw, invocation.operation.name)
+        function = getattr(sw, invocation.definition.name)
 
         def run() -> Any:
             if self.fail_at == "submit-after-work":
@@ -192,7 +192,7 @@ def test_a_composite_derives_reach_and_runs_through_a_definition_free_dependency
     cls = composite_class("CpuTiered", d)
     x = tensor_of(cls, [1.0, -2.0, 3.0])
     carrier = x.carrier
-    assert set(carrier.capabilities()) == {neg_plan(), add_plan()}
+    assert set(carrier.operation_capabilities()) == {neg_plan(), add_plan()}
     assert [call[1] for call in d.calls] == [carrier]
     y = sw.neg(x)
     assert values_of(y) == [-1.0, 2.0, -3.0] and type(y.carrier) is sw.CPU
@@ -200,7 +200,7 @@ def test_a_composite_derives_reach_and_runs_through_a_definition_free_dependency
     assert names == ["result_carriers", "prepare"]
     assert all(call[1] is carrier for call in d.calls)
     invocation = d.calls[-1][2]
-    assert invocation.operation == sw.operation_definition("neg") and invocation.plan == neg_plan()
+    assert invocation.definition == sw.operation_definition("neg") and invocation.plan == neg_plan()
     assert values_of(x + x) == [2.0, -4.0, 6.0]
     assert values_of(x) == [1.0, -2.0, 3.0]
 
@@ -215,11 +215,11 @@ def test_a_dependent_class_taking_dependencies_configures_the_instances_the_fram
     assert made.dependency is dependency and made.offered == [neg_plan()]
     assert made.offered is not x.carrier.offered
     assert ("capabilities", made) in d.calls, "the fresh instance's reach was derived from it"
-    assert made.capabilities() == (neg_plan(),)
-    assert [made.get(0), made.get(1)] == [4.0, 5.0] and type(made.inner) is sw.CPU
+    assert made.operation_capabilities() == (neg_plan(),)
+    assert [made.get_value(0), made.get_value(1)] == [4.0, 5.0] and type(made.inner) is sw.CPU
     zeros = x.carrier.allocate_like(3, mutable=False)
-    assert (type(zeros), zeros.size(), zeros.is_mutable) == (cls, 3, False)
-    assert [zeros.get(i) for i in range(3)] == [0.0, 0.0, 0.0] and zeros.dependency is dependency
+    assert (type(zeros), zeros.size(), zeros.is_mutable()) == (cls, 3, False)
+    assert [zeros.get_value(i) for i in range(3)] == [0.0, 0.0, 0.0] and zeros.dependency is dependency
     assert values_of(sw.neg(sw.Tensor.compact(made, (2,)))) == [-4.0, -5.0]
 
     unconfigured = composite_class("UnconfiguredTiered", Delegating())
@@ -234,10 +234,10 @@ def test_the_capability_snapshot_is_taken_once_and_frozen_per_instance() -> None
     cls = composite_class("SnapshotTiered", d)
     narrow = tensor_of(cls, [1.0], offered=[neg_plan()])
     wide = tensor_of(cls, [1.0])
-    assert narrow.carrier.capabilities() == (neg_plan(),)
-    assert set(wide.carrier.capabilities()) == {neg_plan(), add_plan()}
+    assert narrow.carrier.operation_capabilities() == (neg_plan(),)
+    assert set(wide.carrier.operation_capabilities()) == {neg_plan(), add_plan()}
     narrow.carrier.offered.append(add_plan())
-    assert narrow.carrier.capabilities() == (neg_plan(),)
+    assert narrow.carrier.operation_capabilities() == (neg_plan(),)
     assert [c[0] for c in d.calls].count("capabilities") == 2
     prepared = len(d.calls)
     with pytest.raises(sw.UnsupportedOperationPlan):
@@ -290,7 +290,7 @@ def test_an_invalid_capability_answer_fails_construction(answer: Any, kind: type
     instance.dependency = sw.CPU(0)
     with pytest.raises(kind, match=message):
         sw.DependentCarrier.__init__(instance, 2, dtype=F32)
-    assert instance.inner.is_released
+    assert instance.inner.is_released()
 
 
 @pytest.mark.parametrize("point", ["capabilities", "result_carriers", "prepare", "submit", "submit-after-work", "wait"])
@@ -310,7 +310,7 @@ def test_an_exception_at_any_composite_callback_propagates_with_nothing_publishe
     with pytest.raises(LookupError) as raised:
         sw.neg(x)
     assert raised.value is d.error
-    assert x.version == version and values_of(x) == [1.0, 2.0] and not x.carrier.is_released
+    assert x.version == version and values_of(x) == [1.0, 2.0] and not x.carrier.is_released()
     d.fail_at = None
     assert values_of(sw.neg(x)) == [-1.0, -2.0]
 
@@ -359,7 +359,7 @@ def test_a_composite_over_a_python_kernel_carrier_derives_reach_without_owning_i
         sw.DependentCarrier.__init__(self, slots, dtype=F32)
 
     def capabilities(carrier: Any) -> Any:
-        return carrier.dependency.capabilities()
+        return carrier.dependency.operation_capabilities()
 
     def result_carriers(carrier: Any, invocation: Any) -> Any:
         return (type(carrier.dependency),) * len(invocation.results)
@@ -367,16 +367,16 @@ def test_a_composite_over_a_python_kernel_carrier_derives_reach_without_owning_i
     def prepare(carrier: Any, invocation: Any) -> Any:
         views = []
         for t in invocation.operands:
-            tier = filled(compute, [float(t[i]) for i in range(t.size)])
+            tier = filled(compute, [float(t[i]) for i in range(t.size())])
             views.append(tier)
-        function = getattr(sw, invocation.operation.name)
+        function = getattr(sw, invocation.definition.name)
         return ext.PreparedComposite(lambda: ext.ProviderResult([function(*views)]))
 
     cls = type("OverKernels", (sw.DependentCarrier,), {"__init__": init})
     sw.register_carrier_definition(cls, sw.CarrierDefinition(TierStorage().provider(), composite=sw.CompositeProvider(capabilities, result_carriers, prepare)))
     dependency = compute(0, dtype=F32)
     carrier = cls(dependency, 2)
-    assert set(carrier.capabilities()) == {neg_plan(), add_plan()}
+    assert set(carrier.operation_capabilities()) == {neg_plan(), add_plan()}
     t = sw.Tensor.compact(carrier, (2,))
     t[0], t[1] = 1.0, 5.0
     assert values_of(t + t) == [2.0, 10.0]
@@ -441,9 +441,9 @@ def test_a_facet_widens_no_route_and_no_capability() -> None:
     cls = new_class("FacetOnlyCarrier")
     sw.register_carrier_definition(cls, sw.CarrierDefinition(ListStorage().provider(elementwise_fallback=True), facets=[MoveHelper()]))
     t = filled(cls, [1.0])
-    assert t.carrier.capabilities() == ()
+    assert t.carrier.operation_capabilities() == ()
     with pytest.raises(NotImplementedError, match="FacetOnlyCarrier"):
         sw.move(t, sw.CPU(1))
     with pytest.raises(sw.UnsupportedOperationPlan):
         sw.neg(t)
-    assert not t.carrier.is_released and values_of(t) == [1.0]
+    assert not t.carrier.is_released() and values_of(t) == [1.0]

@@ -78,10 +78,10 @@ def test_every_seed_name_is_importable_and_the_top_level_names_the_same_objects(
 
 def test_an_execution_interface_checks_its_version_and_has_a_type_and_version_identity() -> None:
     base = sw.KernelExecutionInterface("1")
-    assert base.version == "1" and base.identity == (sw.KernelExecutionInterface, "1")
+    assert base.version == "1" and base.compatibility_identity == (sw.KernelExecutionInterface, "1")
     ring = RingInterface("2", stream=7)
-    assert ring.identity == (RingInterface, "2") and ring.stream == 7
-    assert OtherInterface("2").identity != ring.identity
+    assert ring.compatibility_identity == (RingInterface, "2") and ring.stream == 7
+    assert OtherInterface("2").compatibility_identity != ring.compatibility_identity
     with pytest.raises(TypeError, match="^KernelExecutionInterface version must be a str, got int$"):
         sw.KernelExecutionInterface(3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="^KernelExecutionInterface version must be a non-empty str$"):
@@ -248,16 +248,16 @@ def test_a_python_kernel_runs_an_operation_on_a_python_carrier() -> None:
     version = x.version
     y = sw.neg(x)
     assert values_of(y) == [-1.0, 2.5, -3.0]
-    assert type(y.carrier) is cls and y.carrier is not x.carrier and y.dtype is F32
+    assert type(y.carrier) is cls and y.carrier is not x.carrier and y.dtype() is F32
     assert x.version == version and values_of(x) == [1.0, -2.5, 3.0]
     ((invocation, interface),) = seen
     assert interface is ring
-    assert invocation.operation == NEG and invocation.plan == neg_plan() and invocation.kernel_id == "neg"
+    assert invocation.definition == NEG and invocation.plan == neg_plan() and invocation.kernel_id == "neg"
     (operand,) = invocation.operands
     assert operand.carrier is x.carrier
     (spec,) = invocation.results
     assert spec.dtype is F32 and spec.layout == x.layout and spec.alias_of is None
-    assert x.carrier.capabilities() == (neg_plan(),)
+    assert x.carrier.operation_capabilities() == (neg_plan(),)
     with pytest.raises(sw.UnsupportedOperationPlan, match="NegCarrier declares no operation-plan capability for 'add'"):
         x + x
 
@@ -266,8 +266,8 @@ def test_capabilities_are_the_union_of_the_patterns_plans() -> None:
     both = sw.KernelPattern(ADD, [add_plan()], "add", elementwise(lambda a, b: a + b))
     cls, _ = kernel_class("UnionCarrier", [neg_pattern("neg-a"), neg_pattern("neg-b"), both])
     x = filled(cls, [1.0, 2.0])
-    assert set(x.carrier.capabilities()) == {neg_plan(), add_plan()}
-    assert len(x.carrier.capabilities()) == 2
+    assert set(x.carrier.operation_capabilities()) == {neg_plan(), add_plan()}
+    assert len(x.carrier.operation_capabilities()) == 2
     assert values_of(x + x) == [2.0, 4.0]
 
 
@@ -277,7 +277,7 @@ def test_a_declining_optimized_kernel_falls_back_to_the_general_one() -> None:
     def optimized(invocation: Any, interface: Any) -> Any:
         order.append("optimized")
         (x,) = invocation.operands
-        if x.size % 4 != 0:
+        if x.size() % 4 != 0:
             return sw.Unsupported("needs a multiple of 4 elements")
         return elementwise(lambda v: -v * 1.0)(invocation, interface)
 
@@ -290,10 +290,10 @@ def test_a_declining_optimized_kernel_falls_back_to_the_general_one() -> None:
         [neg_pattern("general", 0, general), neg_pattern("optimized", 10, optimized)],
     )
     x = filled(cls, [1.0, 2.0, 3.0])
-    before = x.carrier.capabilities()
+    before = x.carrier.operation_capabilities()
     assert values_of(sw.neg(x)) == [-1.0, -2.0, -3.0]
     assert order == ["optimized", "general"]
-    assert x.carrier.capabilities() == before == (neg_plan(),)
+    assert x.carrier.operation_capabilities() == before == (neg_plan(),)
     order.clear()
     sw.neg(filled(cls, [1.0, 2.0, 3.0, 4.0]))
     assert order == ["optimized"]
@@ -486,9 +486,9 @@ def test_a_completion_finished_by_a_thread_that_calls_into_strideweave_does_not_
             out = invocation.allocate_result(0)
 
             def work() -> Any:
-                cpu = sw.Tensor.compact(sw.CPU.from_values(list(x.carrier.slots)), (x.size,))
+                cpu = sw.Tensor.compact(sw.CPU.from_values(list(x.carrier.slots)), (x.size(),))
                 negated = sw.neg(cpu)
-                for i in range(x.size):
+                for i in range(x.size()):
                     out.carrier.slots[i] = negated[i]
                 return ext.ProviderResult([out])
 
@@ -558,7 +558,7 @@ def test_an_exception_at_any_kernel_callback_propagates_with_nothing_published(p
     with pytest.raises(OSError) as raised:
         sw.neg(x)
     assert raised.value is error
-    assert x.version == version and values_of(x) == [1.0, 2.0] and not x.carrier.is_released
+    assert x.version == version and values_of(x) == [1.0, 2.0] and not x.carrier.is_released()
     for result in failing.results:
         assert result.version == 0
     # The class still runs the kernel afterwards: nothing was left claimed.
@@ -586,7 +586,7 @@ def test_a_pack_registered_before_observation_joins_the_execution_set() -> None:
         pack.version = "2"  # type: ignore[misc]
     assert sw.register_kernel_pack(pack) is None
     x = filled(cls, [1.0, 2.0])
-    assert set(x.carrier.capabilities()) == {neg_plan(), add_plan()}
+    assert set(x.carrier.operation_capabilities()) == {neg_plan(), add_plan()}
     assert values_of(x + x) == [2.0, 4.0]
 
 
@@ -594,11 +594,11 @@ def test_a_pack_after_observation_is_refused_and_changes_nothing() -> None:
     ring = RingInterface()
     cls, _ = kernel_class("LatePackCarrier", [neg_pattern()], ring)
     x = filled(cls, [1.0])
-    before = x.carrier.capabilities()
+    before = x.carrier.operation_capabilities()
     late = sw.KernelPack("late", "1", cls, ring, [sw.KernelPattern(ADD, [add_plan()], "late-add", elementwise(lambda a, b: a + b))])
     with pytest.raises(TypeError, match="^KernelPack 'late' 1: LatePackCarrier was already observed"):
         sw.register_kernel_pack(late)
-    assert x.carrier.capabilities() == before == (neg_plan(),)
+    assert x.carrier.operation_capabilities() == before == (neg_plan(),)
     with pytest.raises(sw.UnsupportedOperationPlan):
         x + x
 
@@ -606,7 +606,7 @@ def test_a_pack_after_observation_is_refused_and_changes_nothing() -> None:
 def test_a_capability_query_is_an_observation_that_seals_the_packs() -> None:
     ring = RingInterface()
     cls, _ = kernel_class("QueriedCarrier", [neg_pattern()], ring)
-    filled(cls, [1.0]).carrier.capabilities()
+    filled(cls, [1.0]).carrier.operation_capabilities()
     pack = sw.KernelPack("q", "1", cls, ring, [neg_pattern("q-neg")])
     with pytest.raises(TypeError, match="already observed"):
         sw.register_kernel_pack(pack)
@@ -679,7 +679,7 @@ def test_duplicate_pack_identities_and_kernel_ids_are_value_errors() -> None:
         sw.register_kernel_pack(sw.KernelPack("ns", "2", cls, ring, [neg_pattern("builtin")]))
     with pytest.raises(ValueError, match="kernel_id 'a' is already in the execution set"):
         sw.register_kernel_pack(sw.KernelPack("ns", "3", cls, ring, [neg_pattern("a")]))
-    assert filled(cls, [1.0]).carrier.capabilities() == (neg_plan(),)
+    assert filled(cls, [1.0]).carrier.operation_capabilities() == (neg_plan(),)
 
 
 def test_a_pack_attaches_to_its_exact_class_only() -> None:
@@ -689,8 +689,8 @@ def test_a_pack_attaches_to_its_exact_class_only() -> None:
     sub = type("PackSub", (base,), {})
     add = sw.KernelPattern(ADD, [add_plan()], "base-add", elementwise(lambda a, b: a + b))
     sw.register_kernel_pack(sw.KernelPack("base", "1", base, ring, [add]))
-    assert filled(sibling, [1.0]).carrier.capabilities() == (neg_plan(),)
-    assert set(filled(base, [1.0]).carrier.capabilities()) == {neg_plan(), add_plan()}
+    assert filled(sibling, [1.0]).carrier.operation_capabilities() == (neg_plan(),)
+    assert set(filled(base, [1.0]).carrier.operation_capabilities()) == {neg_plan(), add_plan()}
     with pytest.raises(TypeError, match="PackSub has no carrier definition"):
         sub(1, dtype=F32)
 
@@ -731,7 +731,7 @@ def test_a_pack_registration_race_has_exactly_one_winner() -> None:
     assert outcomes.count("won") == 1
     losers = [o for o in outcomes if o != "won"]
     assert len(losers) == 5 and all("is already registered on RacedPackCarrier" in str(o) for o in losers)
-    assert len(filled(cls, [1.0]).carrier.capabilities()) == 1
+    assert len(filled(cls, [1.0]).carrier.operation_capabilities()) == 1
 
 
 

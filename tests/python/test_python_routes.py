@@ -133,7 +133,7 @@ def test_move_to_the_cpu_runs_the_route_with_an_exact_request() -> None:
     moved = sw.move(t, destination)
     assert values_of(moved) == [1.0, 2.0, 3.0]
     assert moved.carrier is destination and destination.version == 1
-    assert source.is_released
+    assert source.is_released()
     (request,) = copying.requests
     assert request.destination is destination
     assert request.source_class is cls and request.destination_class is sw.CPU
@@ -166,7 +166,7 @@ def test_a_write_during_preparation_is_refused() -> None:
     destination = sw.CPU(1)
     with pytest.raises(RuntimeError, match="cannot write the destination during preparation"):
         sw.move(t, destination)
-    assert destination.version == 0 and destination.get(0) == 0.0 and not t.carrier.is_released
+    assert destination.version == 0 and destination.get_value(0) == 0.0 and not t.carrier.is_released()
 
 
 def test_move_async_returns_a_completion_and_waits_for_the_route_on_a_worker_thread() -> None:
@@ -224,7 +224,7 @@ def test_a_declined_route_without_fallback_is_not_implemented_and_changes_nothin
     destination = sw.CPU(2)
     with pytest.raises(NotImplementedError, match="only contiguous layouts"):
         sw.move(t, destination)
-    assert destination.version == 0 and not t.carrier.is_released and values_of(t) == [1.0, 2.0]
+    assert destination.version == 0 and not t.carrier.is_released() and values_of(t) == [1.0, 2.0]
 
 
 def test_a_declined_route_between_two_opted_in_python_classes_falls_back_elementwise() -> None:
@@ -258,8 +258,8 @@ def test_an_exception_at_any_route_callback_propagates_with_nothing_published(po
     with pytest.raises(OSError) as raised:
         sw.move(t, destination)
     assert raised.value is copying.error
-    assert destination.version == 0 and [destination.get(i) for i in range(3)] == [10.0, 20.0, 30.0]
-    assert not t.carrier.is_released and values_of(t) == [1.0, 2.0, 3.0]
+    assert destination.version == 0 and [destination.get_value(i) for i in range(3)] == [10.0, 20.0, 30.0]
+    assert not t.carrier.is_released() and values_of(t) == [1.0, 2.0, 3.0]
     copying.fail_at = None
     assert values_of(sw.move(t, destination)) == [1.0, 2.0, 3.0]
 
@@ -274,7 +274,7 @@ def test_a_route_submit_returning_another_type_is_a_type_error() -> None:
     t = filled(cls, [1.0])
     with pytest.raises(TypeError, match=r"^PreparedTransfer submit of route 'zero' must return None or a ProviderCompletion \(a done property and a wait\(\) method\), got int$"):
         sw.move(t, sw.CPU(1))
-    assert not t.carrier.is_released
+    assert not t.carrier.is_released()
 
 
 def test_a_route_prepare_returning_another_type_is_a_type_error() -> None:

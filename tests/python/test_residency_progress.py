@@ -114,7 +114,7 @@ def test_an_exception_in_on_progress_stops_the_operation_and_publishes_nothing(a
         sw.reduce_sum(x)
     assert caught.value is policy.raised[0]
     assert len(policy.reports) == at, "no item after the failing report"
-    assert carrier.version == 0 and not carrier.is_released
+    assert carrier.version == 0 and not carrier.is_released()
     assert locations(carrier) == ["secondary"] * 4
     assert x.grad is None
     # The carrier is intact: the same operation runs once the observer stops failing.

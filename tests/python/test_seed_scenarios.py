@@ -26,9 +26,9 @@ def test_derive_composite_dtype_support_from_configured_tiers() -> None:
 def test_preserve_a_shipped_legacy_carrier(cls: type) -> None:
     # Scenario: the shipped classes keep their definition-free authority: they take no
     # definition, and their answers do not change when definitions are registered.
-    before = sw.CPU(1).capabilities()
+    before = sw.CPU(1).operation_capabilities()
     definition = sw.CarrierDefinition(ListStorage().provider())
     with pytest.raises(TypeError, match=f"^{cls.__name__} is a shipped carrier class; it cannot take a carrier definition$"):
         sw.register_carrier_definition(cls, definition)
-    assert sw.CPU(1).capabilities() == before and len(before) > 0
+    assert sw.CPU(1).operation_capabilities() == before and len(before) > 0
     assert sw.CPU(1).facet(sw.TiledResidencyFacet) is None

@@ -9,7 +9,7 @@ from conftest import cpu_tensor
 def test_construction_validates_its_fields() -> None:
     carrier = sw.CPU(10)
     t = sw.Tensor(carrier, 0, sw.Layout("(2,3):(1,4)"))
-    assert t.shape == (2, 3) and t.size == 6 and t.offset == 0
+    assert t.shape == (2, 3) and t.size() == 6 and t.offset == 0
     assert t.carrier is carrier
     assert t.layout == sw.Layout("(2,3):(1,4)")
     with pytest.raises(ValueError, match="Tensor needs slots 0..0\\+10 .* has 9"):
@@ -86,7 +86,7 @@ def test_operators_call_the_builtin_operations(matrix: sw.Tensor) -> None:
 def test_operation_functions(matrix: sw.Tensor) -> None:
     assert sw.reduce_sum(matrix).to_list() == [9.0, 12.0]
     accumulated = sw.reduce_sum(matrix, sw.DType.Float64)
-    assert accumulated.dtype is sw.DType.Float32 and accumulated.to_list() == [9.0, 12.0]
+    assert accumulated.dtype() is sw.DType.Float32 and accumulated.to_list() == [9.0, 12.0]
     assert sw.reduce_max(matrix).to_list() == [5.0, 6.0]
     assert sw.relu(matrix - matrix * 2).to_list() == [[0.0] * 3, [0.0] * 3]
     assert sw.lt(matrix, 3.0).to_list() == [[True, False, False], [True, False, False]]

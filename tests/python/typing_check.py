@@ -12,7 +12,7 @@ def typed_calls() -> None:
     carrier: sw.CPU = sw.CPU(6, dtype=sw.DType.Float32)
     t: sw.Tensor = sw.Tensor(carrier, 0, layout)
     total: sw.Tensor = sw.reduce_sum(t + t * 2.0, sw.DType.Float64)
-    size: int = layout.cosize + total.size
+    size: int = layout.cosize + total.size()
     with sw.no_grad():
         handle: ProviderCompletion[sw.Tensor] = sw.move_async(t, sw.CPU(6))
     moved: sw.Tensor = handle.wait()
@@ -49,7 +49,7 @@ def typed_composite() -> None:
         dependency: sw.Carrier
 
     def capabilities(carrier: Tiered) -> Tuple[sw.OperationCapability, ...]:
-        return carrier.dependency.capabilities()
+        return carrier.dependency.operation_capabilities()
 
     def result_carriers(carrier: Tiered, invocation: ext.ResolvedInvocation) -> Tuple[Type[sw.Carrier], ...]:
         return (sw.CPU,) * len(invocation.results)
@@ -65,5 +65,5 @@ def typed_composite() -> None:
         composite=provider,
     )
     sw.register_carrier_definition(Tiered, definition)
-    identity = sw.KernelExecutionInterface("1").identity
+    identity = sw.KernelExecutionInterface("1").compatibility_identity
     print(rejection.reason, identity[1], definition.composite is provider)

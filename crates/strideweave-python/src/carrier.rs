@@ -429,7 +429,6 @@ impl PyCarrier {
     }
 
     /// The dtype of every slot.
-    #[getter]
     fn dtype(&self, py: Python<'_>) -> PyResult<Py<PyDType>> {
         crate::dtype::wrap(py, self.carrier()?.dtype())
     }
@@ -447,19 +446,18 @@ impl PyCarrier {
     }
 
     /// Whether the carrier was released.
-    #[getter]
     fn is_released(&self) -> PyResult<bool> {
         Ok(self.carrier()?.is_released())
     }
 
-    /// Whether a dependent carrier owns this one.
-    #[getter]
+    /// Whether another party holds this carrier: a dependent carrier that owns it, or a
+    /// pending move that claims it (as source or destination) until its terminal outcome.
     fn is_owned(&self) -> PyResult<bool> {
-        Ok(self.carrier()?.is_owned())
+        let carrier = self.carrier()?;
+        Ok(carrier.is_owned() || carrier.is_claimed())
     }
 
     /// Whether writes are allowed now.
-    #[getter]
     fn is_mutable(&self) -> PyResult<bool> {
         Ok(self.carrier()?.is_mutable())
     }
@@ -477,50 +475,47 @@ impl PyCarrier {
         crate::finalization::detach(py, || carrier.supports_storage_dtype(dtype)).py()
     }
 
-    /// The value at physical slot `index`.
-    fn get(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let index = to_index(index, "slot index")?;
+    /// The value at physical slot `index` (`carrier[index]` reads the same).
+    fn get_value(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let index = to_index(index, "Carrier index")?;
         let carrier = self.carrier()?;
         let value = crate::finalization::detach(py, || carrier.get(index)).py()?;
         from_value(py, value)
     }
 
-    /// Writes `value` to physical slot `index` (one version step).
-    fn set(
+    /// Writes `value` to physical slot `index` through the framework (one version step;
+    /// `carrier[index] = value` writes the same).
+    fn set_value(
         &self,
         py: Python<'_>,
         index: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let index = to_index(index, "slot index")?;
+        let index = to_index(index, "Carrier index")?;
         let value = to_value(value, "value")?;
         let carrier = self.carrier()?;
         crate::finalization::detach(py, || carrier.set(index, value)).py()
+    }
+
+    /// `carrier[index]`: the value at physical slot `index` (an `int`, by `operator.index`).
+    fn __getitem__(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        self.get_value(py, index)
+    }
+
+    /// `carrier[index] = value`: one framework write of physical slot `index`.
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        index: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.set_value(py, index, value)
     }
 
     /// Releases the storage; idempotent.
     fn release(&self, py: Python<'_>) -> PyResult<()> {
         let carrier = self.carrier()?;
         crate::finalization::detach(py, || carrier.release()).py()
-    }
-
-    /// The plans this carrier executes, in the deterministic capability order; `()` for a
-    /// storage-only carrier.
-    fn capabilities(&self, py: Python<'_>) -> PyResult<Py<PyTuple>> {
-        let carrier = self.carrier()?;
-        let capabilities = crate::finalization::detach(py, || carrier.capabilities());
-        let items = capabilities
-            .iter()
-            .map(|capability| {
-                Py::new(
-                    py,
-                    PyOperationCapability {
-                        inner: capability.clone(),
-                    },
-                )
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok(PyTuple::new(py, items)?.unbind())
     }
 
     /// The plans this carrier executes (its instance reach, or its class's declaration), in
@@ -842,7 +837,6 @@ impl PyEvictable {
     }
 
     /// Whether the contents are on the secondary tier.
-    #[getter]
     fn is_evicted(slf: PyRef<'_, Self>) -> PyResult<bool> {
         Evictable::is_evicted(slf.as_super().carrier()?).py()
     }

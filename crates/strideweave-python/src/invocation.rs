@@ -410,12 +410,18 @@ impl PyResolvedInvocation {
         PyTuple::new(py, self.inner.saved_operands())
     }
 
-    /// The operation being called.
+    /// The definition of the operation being called.
     #[getter]
-    fn operation(&self) -> PyOperationDefinition {
+    fn definition(&self) -> PyOperationDefinition {
         PyOperationDefinition {
             inner: *self.inner.call().definition(),
         }
+    }
+
+    /// The name of the operation being called (its definition's).
+    #[getter]
+    fn name(&self) -> &str {
+        self.inner.call().definition().name()
     }
 
     /// The operands in schema order: Tensors and weak scalars.

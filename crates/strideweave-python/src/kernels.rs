@@ -73,7 +73,7 @@ impl PyKernelExecutionInterface {
 
     /// The compatibility identity `(type(interface), interface.version)`.
     #[getter]
-    fn identity<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+    fn compatibility_identity<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let version = slf.get().checked_version()?.to_owned();
         PyTuple::new(
             slf.py(),

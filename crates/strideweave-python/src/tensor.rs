@@ -464,13 +464,11 @@ impl PyTensor {
     }
 
     /// The number of elements.
-    #[getter]
     fn size(&self) -> usize {
         self.inner.size()
     }
 
     /// The element dtype.
-    #[getter]
     fn dtype(&self, py: Python<'_>) -> PyResult<Py<PyDType>> {
         crate::dtype::wrap(py, self.inner.dtype())
     }
@@ -482,7 +480,6 @@ impl PyTensor {
     }
 
     /// Whether writes are allowed.
-    #[getter]
     fn is_mutable(&self) -> bool {
         self.inner.is_mutable()
     }

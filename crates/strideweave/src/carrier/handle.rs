@@ -224,6 +224,12 @@ impl Carrier {
         self.inner.lifecycle.is_owned()
     }
 
+    /// Whether a pending move claims this carrier (as its source or destination): writing,
+    /// releasing or moving it is refused until the move's terminal outcome.
+    pub fn is_claimed(&self) -> bool {
+        self.inner.lifecycle.is_claimed()
+    }
+
     /// Whether the carrier was created mutable (ownership aside).
     pub fn is_intrinsically_mutable(&self) -> bool {
         self.inner.intrinsically_mutable
