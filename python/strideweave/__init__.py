@@ -11,6 +11,7 @@ has in Python (``Shape``, ``Stride``, ``Node``, ``Tree``, the index maps, ``Tile
 from ._native import (
     CPU as CPU,
     AwaitMove as AwaitMove,
+    AwaitProjection as AwaitProjection,
     AwaitResidency as AwaitResidency,
     Carrier as Carrier,
     CarrierDefinition as CarrierDefinition,
@@ -78,6 +79,7 @@ from ._native import (
 __all__ = [
     "CPU",
     "AwaitMove",
+    "AwaitProjection",
     "AwaitResidency",
     "Carrier",
     "CarrierDefinition",
@@ -222,9 +224,21 @@ from .layout import Tree as Tree
 from .operation import broadcast_to as broadcast_to
 from .operation import permute as permute
 from .operation import reshape as reshape
+from ._native import BlockDeviceToCpuMoveOperation as BlockDeviceToCpuMoveOperation
+from ._native import CpuToBlockDeviceMoveOperation as CpuToBlockDeviceMoveOperation
+from ._native import CpuToFileBackedMoveOperation as CpuToFileBackedMoveOperation
+from ._native import FileBackedToCpuMoveOperation as FileBackedToCpuMoveOperation
 from ._native import ElementwiseMoveOperation as ElementwiseMoveOperation
 from ._native import MoveOperation as MoveOperation
 from ._native import Operation as Operation
 
 # The original's operation classes at the top level, as the native objects.
-__all__ += ["ElementwiseMoveOperation", "MoveOperation", "Operation"]
+__all__ += [
+    "BlockDeviceToCpuMoveOperation",
+    "CpuToBlockDeviceMoveOperation",
+    "CpuToFileBackedMoveOperation",
+    "ElementwiseMoveOperation",
+    "FileBackedToCpuMoveOperation",
+    "MoveOperation",
+    "Operation",
+]

@@ -9,6 +9,10 @@ native ``Tensor`` views, taking a ``Shape`` where the original does. ``Operation
 operation for need native support and are not here (docs/python.md, "Module layout").
 """
 
+from ._native import BlockDeviceToCpuMoveOperation as BlockDeviceToCpuMoveOperation
+from ._native import CpuToBlockDeviceMoveOperation as CpuToBlockDeviceMoveOperation
+from ._native import CpuToFileBackedMoveOperation as CpuToFileBackedMoveOperation
+from ._native import FileBackedToCpuMoveOperation as FileBackedToCpuMoveOperation
 from ._native import ElementwiseMoveOperation as ElementwiseMoveOperation
 from ._native import MoveOperation as MoveOperation
 from ._native import Operation as Operation
@@ -131,4 +135,12 @@ __all__ = [
     "sub",
     "tanh",
 ]
-__all__ += ["ElementwiseMoveOperation", "MoveOperation", "Operation"]
+__all__ += [
+    "BlockDeviceToCpuMoveOperation",
+    "CpuToBlockDeviceMoveOperation",
+    "CpuToFileBackedMoveOperation",
+    "ElementwiseMoveOperation",
+    "FileBackedToCpuMoveOperation",
+    "MoveOperation",
+    "Operation",
+]

@@ -162,13 +162,13 @@ ORIGINAL: Dict[str, List[str]] = {
 # "Module layout", lists each with the original's signature). Each is asserted absent below.
 _NEEDS_NATIVE_TOP_LEVEL = [
     # the dtype model's classes and Metal
-    "AwaitProjection", "BlockScaledDType", "CompoundDType", "DTypeCategory", "Level",
+    "BlockScaledDType", "CompoundDType", "DTypeCategory", "Level",
     "LevelExtent", "Metal", "OperandCapability", "RepresentationRule",
     "RepresentationValidationContext", "SimpleDType", "SymbolicBits", "Whole", "WholeExtent",
     # the legacy operation classes the native module does not export
-    "BlockDeviceToCpuMoveOperation", "BroadcastOperation", "CpuToBlockDeviceMoveOperation",
-    "CpuToFileBackedMoveOperation", "CpuToMetalMoveOperation", "EvictableOperation",
-    "FileBackedToCpuMoveOperation", "GenericAbsOperation", "GenericAddOperation",
+    "BroadcastOperation",
+    "CpuToMetalMoveOperation", "EvictableOperation",
+    "GenericAbsOperation", "GenericAddOperation",
     "GenericArgMaxOperation", "GenericArgMinOperation", "GenericAsStridedOperation",
     "GenericCeilOperation", "GenericClampOperation", "GenericConvGeneralOperation",
     "GenericCosOperation", "GenericCumsumOperation", "GenericDivOperation",
@@ -204,15 +204,13 @@ NEEDS_NATIVE_SUPPORT: Dict[str, List[str]] = {
         name for name in _NEEDS_NATIVE_TOP_LEVEL if name in ORIGINAL_OPERATION
     ] + ["OperationCall"],
     "strideweave.carriers": [
-        "AwaitProjection", "BlockScaledDType", "CompoundDType", "DTypeCategory",
+        "BlockScaledDType", "CompoundDType", "DTypeCategory",
         "EvictableOperation", "Level", "LevelExtent", "Metal", "OperandCapability",
         "RepresentationRule", "RepresentationValidationContext", "SimpleDType", "SymbolicBits",
         "Whole", "WholeExtent",
     ],
     "strideweave.carriers.move": [
-        "BlockDeviceToCpuMoveOperation", "CpuToBlockDeviceMoveOperation",
-        "CpuToFileBackedMoveOperation", "CpuToMetalMoveOperation",
-        "FileBackedToCpuMoveOperation", "MetalToCpuMoveOperation", "MetalToMetalMoveOperation",
+        "CpuToMetalMoveOperation", "MetalToCpuMoveOperation", "MetalToMetalMoveOperation",
     ],
     "strideweave.carriers.operation_capability": [
         "OperandCapability",
@@ -226,7 +224,6 @@ NEEDS_NATIVE_SUPPORT: Dict[str, List[str]] = {
         "operation_execution_options", "plan_accumulator_variants", "registered_operations",
         "resolvable_plans", "resolve_operation_plan",
     ],
-    "strideweave.carriers.tiled_evictable": ["AwaitProjection"],
     "strideweave.carriers.evictable": ["EvictableOperation"],
 }
 
@@ -319,12 +316,8 @@ def test_module_all_lists_name_the_original_names_and_resolve() -> None:
         assert set(wanted) <= set(exported), (module, sorted(set(wanted) - set(exported)))
 
 
-def test_tiled_evictable_all_is_the_originals_in_order_less_what_needs_native_support() -> None:
-    expected = [
-        name for name in ORIGINAL["strideweave.carriers.tiled_evictable"]
-        if name not in NEEDS_NATIVE_SUPPORT["strideweave.carriers.tiled_evictable"]
-    ]
-    assert tiled.__all__ == expected
+def test_tiled_evictable_all_is_the_originals_in_order() -> None:
+    assert tiled.__all__ == ORIGINAL["strideweave.carriers.tiled_evictable"]
 
 
 def test_layout_all_is_exactly_the_originals() -> None:

@@ -14,13 +14,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyTuple, PyType, PyWeakrefReference};
 use pyo3::{PyClass, PyClassInitializer, PyTraverseError, PyVisit};
 use strideweave::carriers::extension::FreshRequest;
-use strideweave::carriers::{
-    AwaitResidency, Cpu, Evictable, FileBacked, Generic, TileLocation, TileResidency, TileSet,
-    TiledEvictable,
-};
+use strideweave::carriers::{Cpu, Evictable, FileBacked, Generic, TileResidency, TiledEvictable};
 use strideweave::{Carrier, DType, Value};
 
-use crate::convert::{from_value, to_index, to_indices, to_value, type_name};
+use crate::convert::{from_value, to_index, to_value, type_name};
 use crate::dtype::PyDType;
 use crate::errors::IntoPyResult;
 use crate::instance_link::InstanceLink;
@@ -77,7 +74,7 @@ impl PyCarrier {
         let _ = self.link.set(Arc::clone(link));
     }
 
-    fn holding(carrier: Carrier) -> PyCarrier {
+    pub(crate) fn holding(carrier: Carrier) -> PyCarrier {
         let held = PyCarrier::unconstructed();
         let _ = held.inner.set(carrier);
         held
@@ -197,7 +194,7 @@ pub fn wrap(py: Python<'_>, carrier: &Carrier) -> PyResult<Py<PyAny>> {
         "Evictable" => registered::<PyEvictable>(py, carrier),
         "TiledEvictable" => {
             let link = crate::residency::policy_link(&carrier);
-            let object = registered::<PyTiledEvictable>(py, carrier)?;
+            let object = registered::<crate::tiled::PyTiledEvictable>(py, carrier)?;
             if let Some(link) = link {
                 object.bind(py).cast::<PyCarrier>()?.get().set_link(&link);
             }
@@ -587,7 +584,7 @@ impl PyCarrier {
         if let Some(facets) = carrier.facet::<crate::authoring::PythonFacets>() {
             return Ok(facets.find(py, &facet_type));
         }
-        if !facet_type.is(py.get_type::<PyTiledResidencyFacet>())
+        if !facet_type.is(py.get_type::<crate::tiled::PyTiledResidencyFacet>())
             || carrier.facet::<TileResidency>().is_none()
         {
             return Ok(None);
@@ -597,9 +594,11 @@ impl PyCarrier {
         }
         let made = Py::new(
             py,
-            PyClassInitializer::from(PyCarrierFacet).add_subclass(PyTiledResidencyFacet {
-                carrier: carrier.clone(),
-            }),
+            PyClassInitializer::from(PyCarrierFacet).add_subclass(
+                crate::tiled::PyTiledResidencyFacet {
+                    carrier: carrier.clone(),
+                },
+            ),
         )?
         .into_any();
         Ok(Some(this.facet.get_or_init(|| made).clone_ref(py)))
@@ -856,94 +855,6 @@ impl PyEvictable {
     }
 }
 
-/// A carrier whose tiles are spread over a primary and a secondary tier.
-#[pyclass(name = "TiledEvictable", module = "strideweave", extends = PyCarrier, frozen)]
-#[derive(Default)]
-pub struct PyTiledEvictable;
-
-#[pymethods]
-impl PyTiledEvictable {
-    #[new]
-    #[pyo3(signature = (primary, secondary, grid_shape, tile_shape, *, residency_policy=None))]
-    fn py_new(
-        primary: &Bound<'_, PyAny>,
-        secondary: &Bound<'_, PyAny>,
-        grid_shape: &Bound<'_, PyAny>,
-        tile_shape: &Bound<'_, PyAny>,
-        residency_policy: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        let (policy, link) = match residency_policy.filter(|p| !p.is_none()) {
-            None => (None, None),
-            Some(policy) => {
-                let (policy, link) = crate::residency::policy_arg(policy)?;
-                (Some(policy), Some(link))
-            }
-        };
-        let primary = expect_carrier(primary, "TiledEvictable primary")?;
-        let secondary = expect_carrier(secondary, "TiledEvictable secondary")?;
-        let grid = to_indices(grid_shape, "TiledEvictable grid_shape")?;
-        let tile = to_indices(tile_shape, "TiledEvictable tile_shape")?;
-        let carrier = TiledEvictable::carrier(&primary, &secondary, &grid, &tile, policy).py()?;
-        let held = PyCarrier::holding(carrier.clone());
-        if let Some(link) = link {
-            crate::residency::remember_policy_link(&carrier, &link);
-            held.set_link(&link);
-        }
-        Ok(PyClassInitializer::from(held).add_subclass(PyTiledEvictable))
-    }
-
-    /// The state of the tile at grid coordinate `coord`.
-    fn tile_state(slf: PyRef<'_, Self>, coord: &Bound<'_, PyAny>) -> PyResult<PyTileState> {
-        let coord = to_indices(coord, "tile coordinate")?;
-        let state = TiledEvictable::tile_state(slf.as_super().carrier()?, &coord).py()?;
-        Ok(PyTileState {
-            location: state.location().name(),
-            valid: state.is_valid(),
-            dirty: state.is_dirty(),
-        })
-    }
-}
-
-/// Where one tile of a TiledEvictable lives and whether it holds data written since.
-#[pyclass(name = "TileState", module = "strideweave", frozen, eq)]
-#[derive(PartialEq)]
-pub struct PyTileState {
-    location: &'static str,
-    valid: bool,
-    dirty: bool,
-}
-
-#[pymethods]
-impl PyTileState {
-    /// `"primary"`, `"secondary"`, `"implicit"` or `"invalid"`.
-    #[getter]
-    fn location(&self) -> &'static str {
-        self.location
-    }
-
-    /// Whether the tile holds defined values.
-    #[getter]
-    fn valid(&self) -> bool {
-        self.valid
-    }
-
-    /// Whether the primary copy was written since it was staged.
-    #[getter]
-    fn dirty(&self) -> bool {
-        self.dirty
-    }
-
-    fn __repr__(&self) -> String {
-        let flag = |b: bool| if b { "True" } else { "False" };
-        format!(
-            "TileState(location='{}', valid={}, dirty={})",
-            self.location,
-            flag(self.valid),
-            flag(self.dirty)
-        )
-    }
-}
-
 /// The open marker base of carrier-specific facets, looked up by exact type.
 #[pyclass(name = "CarrierFacet", module = "strideweave", subclass, frozen)]
 pub struct PyCarrierFacet;
@@ -955,164 +866,6 @@ impl PyCarrierFacet {
     #[pyo3(signature = (*_args, **_kwargs))]
     fn py_new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
         PyCarrierFacet
-    }
-}
-
-/// TiledEvictable's residency facet: tile states, tile sets and asynchronous promotion and
-/// eviction of chosen tiles.
-#[pyclass(name = "TiledResidencyFacet", module = "strideweave", extends = PyCarrierFacet, frozen)]
-pub struct PyTiledResidencyFacet {
-    carrier: Carrier,
-}
-
-fn tiles_arg(tiles: &Bound<'_, PyAny>) -> PyResult<TileSet> {
-    let iterator = tiles.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "tiles must be an iterable of tile coordinates, got {}",
-            type_name(tiles)
-        ))
-    })?;
-    let coordinates = iterator
-        .map(|item| to_indices(&item?, "tile coordinate"))
-        .collect::<PyResult<Vec<_>>>()?;
-    TileSet::new(coordinates).py()
-}
-
-fn tiles_out(py: Python<'_>, tiles: &TileSet) -> PyResult<Py<PyTuple>> {
-    let items = tiles
-        .coordinates()
-        .iter()
-        .map(|coordinate| PyTuple::new(py, coordinate))
-        .collect::<PyResult<Vec<_>>>()?;
-    Ok(PyTuple::new(py, items)?.unbind())
-}
-
-fn location_arg(location: &str) -> PyResult<TileLocation> {
-    match location {
-        "primary" => Ok(TileLocation::Primary),
-        "secondary" => Ok(TileLocation::Secondary),
-        "implicit" => Ok(TileLocation::Implicit),
-        "invalid" => Ok(TileLocation::Invalid),
-        other => Err(PyValueError::new_err(format!(
-            "tile location must be 'primary', 'secondary', 'implicit' or 'invalid', got {other:?}"
-        ))),
-    }
-}
-
-impl PyTiledResidencyFacet {
-    fn residency(&self) -> PyResult<&TileResidency> {
-        TiledEvictable::residency(&self.carrier).py()
-    }
-}
-
-#[pymethods]
-impl PyTiledResidencyFacet {
-    /// The state of the tile at `coord`.
-    fn tile_state(&self, coord: &Bound<'_, PyAny>) -> PyResult<PyTileState> {
-        let coord = to_indices(coord, "tile coordinate")?;
-        let state = self.residency()?.tile_state(&self.carrier, &coord).py()?;
-        Ok(PyTileState {
-            location: state.location().name(),
-            valid: state.is_valid(),
-            dirty: state.is_dirty(),
-        })
-    }
-
-    /// The tiles at `location`, as a sorted tuple of coordinates.
-    fn tiles_at(&self, py: Python<'_>, location: &str) -> PyResult<Py<PyTuple>> {
-        let location = location_arg(location)?;
-        let tiles = self.residency()?.tiles_at(&self.carrier, location).py()?;
-        tiles_out(py, &tiles)
-    }
-
-    /// The tiles written on the primary tier since they were staged.
-    fn dirty_tiles(&self, py: Python<'_>) -> PyResult<Py<PyTuple>> {
-        let tiles = self.residency()?.dirty_tiles(&self.carrier).py()?;
-        tiles_out(py, &tiles)
-    }
-
-    /// Stages `tiles` into the primary tier; returns a completion handle.
-    fn promote_async(
-        &self,
-        py: Python<'_>,
-        tiles: &Bound<'_, PyAny>,
-    ) -> PyResult<PyAwaitResidency> {
-        let tiles = tiles_arg(tiles)?;
-        let residency = self.residency()?;
-        let carrier = self.carrier.clone();
-        let handle =
-            crate::finalization::detach(py, || residency.promote_async(&carrier, &tiles)).py()?;
-        Ok(PyAwaitResidency::new(handle))
-    }
-
-    /// Writes `tiles` back to the secondary tier; returns a completion handle.
-    fn evict_async(&self, py: Python<'_>, tiles: &Bound<'_, PyAny>) -> PyResult<PyAwaitResidency> {
-        let tiles = tiles_arg(tiles)?;
-        let residency = self.residency()?;
-        let carrier = self.carrier.clone();
-        let handle =
-            crate::finalization::detach(py, || residency.evict_async(&carrier, &tiles)).py()?;
-        Ok(PyAwaitResidency::new(handle))
-    }
-
-    /// The corrected residency plan for making `tiles` resident for `purpose` (`"read"`,
-    /// `"write"`, `"operation"` or `"backward"`): the carrier's residency policy suggests (its
-    /// `plan` is called with this purpose), the framework corrects. Nothing moves.
-    fn plan_residency(
-        &self,
-        py: Python<'_>,
-        tiles: &Bound<'_, PyAny>,
-        purpose: &Bound<'_, PyAny>,
-    ) -> PyResult<crate::residency::PyResidencyPlan> {
-        let tiles = tiles_arg(tiles)?;
-        let purpose = crate::residency::purpose_arg(purpose, "plan_residency purpose")?;
-        let residency = self.residency()?;
-        let carrier = self.carrier.clone();
-        let plan =
-            crate::finalization::detach(py, || residency.plan_residency(&carrier, &tiles, purpose))
-                .py()?;
-        Ok(crate::residency::PyResidencyPlan::new(plan))
-    }
-}
-
-/// The completion of a residency change: `done` and a blocking `wait()`.
-#[pyclass(name = "AwaitResidency", module = "strideweave", frozen)]
-pub struct PyAwaitResidency {
-    inner: AwaitResidency,
-    error: crate::callback_error::Delivered,
-}
-
-impl PyAwaitResidency {
-    fn new(inner: AwaitResidency) -> PyAwaitResidency {
-        PyAwaitResidency {
-            inner,
-            error: crate::callback_error::Delivered::default(),
-        }
-    }
-}
-
-#[pymethods]
-impl PyAwaitResidency {
-    /// The exception this handle keeps, for Python's garbage collector.
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        self.error.visit(&visit)
-    }
-
-    fn __clear__(&self) {
-        self.error.clear();
-    }
-
-    /// Whether the change reached its terminal outcome.
-    #[getter]
-    fn done(&self) -> bool {
-        self.inner.done()
-    }
-
-    /// Blocks (without the GIL) until the change ends; raises its error if it failed (the
-    /// same exception object on every call).
-    fn wait(&self, py: Python<'_>) -> PyResult<()> {
-        crate::finalization::detach(py, || self.inner.wait())
-            .map_err(|error| self.error.raise(py, error))
     }
 }
 
@@ -1131,7 +884,7 @@ pub fn native_core_class(
         Some(CarrierClass::of::<FileBacked>())
     } else if class.is(py.get_type::<PyEvictable>()) {
         Some(CarrierClass::of::<Evictable>())
-    } else if class.is(py.get_type::<PyTiledEvictable>()) {
+    } else if class.is(py.get_type::<crate::tiled::PyTiledEvictable>()) {
         Some(TiledEvictable::class().py()?)
     } else if class.is(py.get_type::<crate::block_device::PyBlockDeviceCarrier>()) {
         Some(CarrierClass::of::<strideweave::carriers::BlockDeviceCarrier>())
@@ -1147,7 +900,7 @@ pub fn is_native_class(py: Python<'_>, class: &Bound<'_, PyType>) -> bool {
         py.get_type::<PyGeneric>(),
         py.get_type::<PyFileBacked>(),
         py.get_type::<PyEvictable>(),
-        py.get_type::<PyTiledEvictable>(),
+        py.get_type::<crate::tiled::PyTiledEvictable>(),
         py.get_type::<crate::block_device::PyBlockDeviceCarrier>(),
     ]
     .iter()

@@ -19,6 +19,7 @@ mod moves;
 mod numpy_interop;
 mod residency;
 mod tensor;
+mod tiled;
 mod tiny;
 
 mod composite;
@@ -59,11 +60,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<carrier::PyGeneric>()?;
     m.add_class::<carrier::PyFileBacked>()?;
     m.add_class::<carrier::PyEvictable>()?;
-    m.add_class::<carrier::PyTiledEvictable>()?;
-    m.add_class::<carrier::PyTileState>()?;
+    m.add_class::<tiled::PyTiledEvictable>()?;
+    m.add_class::<tiled::PyTileState>()?;
     m.add_class::<carrier::PyCarrierFacet>()?;
-    m.add_class::<carrier::PyTiledResidencyFacet>()?;
-    m.add_class::<carrier::PyAwaitResidency>()?;
+    m.add_class::<tiled::PyTiledResidencyFacet>()?;
+    m.add_class::<tiled::PyAwaitResidency>()?;
+    m.add_class::<tiled::PyAwaitTensor>()?;
     m.add_class::<carrier::PyOperationCapability>()?;
 
     m.add_class::<authoring::PyStorageProvider>()?;
@@ -76,6 +78,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(moves::register_move_operation, m)?)?;
     m.add_function(wrap_pyfunction!(moves::unregister_move_operation, m)?)?;
     m.add_function(wrap_pyfunction!(moves::dispatch_move, m)?)?;
+    for (name, class) in moves::shipped_route_classes(py) {
+        m.add(name, class)?;
+    }
     m.add_function(wrap_pyfunction!(
         capabilities::register_operation_capabilities,
         m

@@ -331,6 +331,25 @@ fn operation_class_of(
     shipped_route_class(py, registered.name())
 }
 
+/// The classes standing for the shipped bulk routes, by their Python names, for the module.
+pub fn shipped_route_classes(py: Python<'_>) -> Vec<(&'static str, Py<PyType>)> {
+    [
+        ("CpuToFileBackedMoveOperation", "bulk CPU->FileBacked"),
+        ("FileBackedToCpuMoveOperation", "bulk FileBacked->CPU"),
+        (
+            "CpuToBlockDeviceMoveOperation",
+            "bulk CPU->BlockDeviceCarrier",
+        ),
+        (
+            "BlockDeviceToCpuMoveOperation",
+            "bulk BlockDeviceCarrier->CPU",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, route)| Some((name, shipped_route_class(py, route)?)))
+    .collect()
+}
+
 /// The Python class standing for the shipped bulk route named `name`.
 fn shipped_route_class(py: Python<'_>, name: &str) -> Option<Py<PyType>> {
     let class = match name {

@@ -20,6 +20,7 @@ from .._native import (
     TileState as TileState,
 )
 from .._native import (
+    AwaitProjection as AwaitProjection,
     AwaitResidency as AwaitResidency,
     BlockDevice as BlockDevice,
     BlockDeviceCarrier as BlockDeviceCarrier,
@@ -56,6 +57,7 @@ __all__ = [
     "TileState",
 ]
 __all__ += [
+    "AwaitProjection",
     "AwaitResidency",
     "BlockDevice",
     "BlockDeviceCarrier",

@@ -8,9 +8,8 @@ of the framework's completion handles; here it is an abstract class that ``Await
 ``AwaitResidency`` are registered with, so ``isinstance(handle, AwaitResult)`` holds for
 both. Handles are made by the framework only: ``AwaitResult()`` is a ``TypeError``.
 
-The original's pinned bulk move classes (``CpuToFileBackedMoveOperation``, ...) are native
-classes that ``dispatch_move`` returns but the native module does not export yet, so they are
-not named here.
+The shipped bulk routes' classes (``CpuToFileBackedMoveOperation``, ...) are the native
+classes ``dispatch_move`` returns for those pairs.
 """
 
 from __future__ import annotations
@@ -20,7 +19,11 @@ from contextlib import contextmanager
 from typing import Generic, Iterator, NoReturn, TypeVar
 
 from .._native import AwaitMove as AwaitMove
-from .._native import AwaitResidency
+from .._native import AwaitProjection, AwaitResidency
+from .._native import BlockDeviceToCpuMoveOperation as BlockDeviceToCpuMoveOperation
+from .._native import CpuToBlockDeviceMoveOperation as CpuToBlockDeviceMoveOperation
+from .._native import CpuToFileBackedMoveOperation as CpuToFileBackedMoveOperation
+from .._native import FileBackedToCpuMoveOperation as FileBackedToCpuMoveOperation
 from .._native import ElementwiseMoveOperation as ElementwiseMoveOperation
 from .._native import MoveOperation as MoveOperation
 from .._native import MoveOutput as MoveOutput
@@ -32,6 +35,10 @@ from .._native import unregister_move_operation as unregister_move_operation
 __all__ = [
     "AwaitMove",
     "AwaitResult",
+    "BlockDeviceToCpuMoveOperation",
+    "CpuToBlockDeviceMoveOperation",
+    "CpuToFileBackedMoveOperation",
+    "FileBackedToCpuMoveOperation",
     "ElementwiseMoveOperation",
     "MoveOperation",
     "MoveOutput",
@@ -70,6 +77,7 @@ class AwaitResult(Generic[T], metaclass=ABCMeta):
 
 AwaitResult.register(AwaitMove)
 AwaitResult.register(AwaitResidency)
+AwaitResult.register(AwaitProjection)
 
 
 @contextmanager

@@ -1,11 +1,11 @@
 """The tiled tier carrier: the original's ``strideweave.carriers.tiled_evictable``.
 
 ``TiledEvictable``, its residency facet, ``ResidencyPlan``, ``ResidencyPolicy`` and the
-``AwaitResidency`` handle are the native objects; ``TileSet`` and ``TileSelection`` are
-Python values (``strideweave.carriers._tiles``). The original's ``AwaitProjection`` needs the
-native ``TiledEvictable.project`` and is not here yet.
+``AwaitResidency`` and ``AwaitProjection`` handles are the native objects; ``TileSet`` and
+``TileSelection`` are Python values (``strideweave.carriers._tiles``).
 """
 
+from .._native import AwaitProjection as AwaitProjection
 from .._native import AwaitResidency as AwaitResidency
 from .._native import ResidencyPlan as ResidencyPlan
 from .._native import ResidencyPolicy as ResidencyPolicy
@@ -15,6 +15,7 @@ from ._tiles import TileSelection as TileSelection
 from ._tiles import TileSet as TileSet
 
 __all__ = [
+    "AwaitProjection",
     "AwaitResidency",
     "ResidencyPlan",
     "ResidencyPolicy",
