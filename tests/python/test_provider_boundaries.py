@@ -13,7 +13,7 @@ import pytest
 import strideweave as sw
 from strideweave.carriers import extension as ext
 
-from authoring_helpers import F32, ListStorage, RingInterface, filled, neg_plan, new_class, values_of
+from authoring_helpers import F32, ListStorage, RingInterface, elementwise, filled, neg_plan, new_class, values_of
 from test_custom_operations import fresh, schema, tensor_plan
 
 
@@ -109,7 +109,8 @@ def identity_class(operation: sw.OperationDefinition) -> type:
 
     cls = new_class("AliasCarrier")
     pattern = sw.KernelPattern(operation, [sw.OperationCapability.from_plan(tensor_plan(operation.name, 1))], "same", prepare)
-    provider = sw.KernelProvider(RingInterface(), [pattern])
+    negate = sw.KernelPattern(sw.operation_definition("neg"), [neg_plan()], "neg", elementwise(lambda v: -v))
+    provider = sw.KernelProvider(RingInterface(), [pattern, negate])
     sw.register_carrier_definition(cls, sw.CarrierDefinition(ListStorage().provider(), kernels=provider))
     return cls
 
@@ -117,19 +118,22 @@ def identity_class(operation: sw.OperationDefinition) -> type:
 def test_an_exact_alias_is_the_operand_itself_and_leaves_its_autograd_state_alone() -> None:
     same = aliasing_operation()
     cls = identity_class(same)
-    w = filled(cls, [1.0, 2.0])
-    w.requires_grad = True
+    leaf = filled(cls, [1.0, 2.0])
+    leaf.requires_grad = True
+    w = sw.neg(leaf)
+    context = w.autograd_ctx
+    assert context is not None and context.name == "neg" and w.autograd_ctx is context
     with sw.no_grad():
         y = same(w)
     assert y is w, "an exact alias comes back as the operand's own object"
-    assert w.is_leaf and w.grad_fn is None and w.requires_grad
+    assert w.autograd_ctx is context, "its autograd context is the same object"
     with sw.no_grad():
         (z,) = sw.call(same, w)
-    assert z is w
+    assert z is w and w.autograd_ctx is context
     # Under recording, the operand object itself cannot take a node: refused, nothing changed.
     with pytest.raises(ValueError, match="returns its operand 0 itself as a result, which cannot be recorded"):
         same(w)
-    assert w.is_leaf and w.grad_fn is None and w.grad is None
+    assert w.autograd_ctx is context and w.grad_fn == "neg" and leaf.autograd_ctx is None
 
 
 def test_operations_a_kernel_runs_inside_submit_record_nothing() -> None:
@@ -229,7 +233,10 @@ def test_a_pending_move_keeps_its_prepared_work_alive_with_every_handle_dropped(
     sw.register_carrier_definition(cls, sw.CarrierDefinition(ListStorage().provider(), transfers=[route]))
     Resource.collected.clear()
     destination = sw.CPU(1)
-    handle = sw.move_async(filled(cls, [2.5]), destination)
+    source = filled(cls, [2.5])
+    handle = sw.move_async(source, destination)
+    # Both carriers are held by the pending move, as the original's is_owned() reports.
+    assert source.carrier.is_owned() and destination.is_owned() and not handle.done
     del handle
     gc.collect()
     assert Resource.collected == [], "the prepared work's resources outlive the dropped handle"
@@ -243,7 +250,8 @@ def test_a_pending_move_keeps_its_prepared_work_alive_with_every_handle_dropped(
             break
         threading.Event().wait(0.01)
     assert Resource.collected == ["staging buffer"], "and are let go once the move is terminal"
-    assert destination.get_value(0) == 2.5
+    assert destination.get_value(0) == 2.5 and not destination.is_owned()
+    assert source.carrier.is_released()
 
 
 def test_a_completion_exposing_await_is_refused() -> None:

@@ -145,6 +145,16 @@ pub struct PyStorageProvider {
 
 #[pymethods]
 impl PyStorageProvider {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     #[pyo3(signature = (supports_dtype, physical_size, allocate, release, read, write, elementwise_fallback=None))]
     #[allow(clippy::too_many_arguments)]
@@ -537,6 +547,16 @@ pub struct PyCarrierDefinition {
 
 #[pymethods]
 impl PyCarrierDefinition {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     #[pyo3(signature = (storage, kernels=None, transfers=None, composite=None, facets=None))]
     fn py_new(

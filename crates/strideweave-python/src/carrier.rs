@@ -915,6 +915,16 @@ pub struct PyOperationCapability {
 
 #[pymethods]
 impl PyOperationCapability {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     /// `OperationCapability(operation, operands, accumulator=None)`: the plan central
     /// planning resolves for the built-in `operation` on `operands` (each a `DType` for a
     /// tensor operand, or a scalar for a weak one).

@@ -266,6 +266,16 @@ pub struct PyOperandSpec {
 
 #[pymethods]
 impl PyOperandSpec {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     #[pyo3(signature = (name, kind, differentiable=None))]
     fn py_new(
@@ -330,6 +340,16 @@ pub struct PyOptionSpec {
 
 #[pymethods]
 impl PyOptionSpec {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     fn py_new(name: &Bound<'_, PyAny>, default: &Bound<'_, PyAny>) -> PyResult<Self> {
         let name = expect_str(name, "OptionSpec name")?;
@@ -398,6 +418,16 @@ pub struct PyOperationSchema {
 
 #[pymethods]
 impl PyOperationSchema {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     #[pyo3(signature = (operands, options=None))]
     fn py_new(operands: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
@@ -439,6 +469,16 @@ pub struct PyOperandPlan {
 
 #[pymethods]
 impl PyOperandPlan {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     /// A tensor operand of `dtype`, converted to `convert_to` (default: `dtype`).
     #[staticmethod]
     #[pyo3(signature = (dtype, convert_to=None))]
@@ -499,6 +539,16 @@ pub struct PyOperationPlan {
 
 #[pymethods]
 impl PyOperationPlan {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     #[pyo3(signature = (operation, operands, compute, output, accumulation=None, accumulator_dtype=None))]
     fn py_new(
@@ -647,6 +697,16 @@ pub struct PyBoundOperationCall {
 
 #[pymethods]
 impl PyBoundOperationCall {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     /// The operation being called.
     #[getter]
     fn definition(&self) -> PyOperationDefinition {
@@ -694,6 +754,16 @@ pub struct PyVjpContext {
 
 #[pymethods]
 impl PyVjpContext {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     /// The invocation that ran.
     #[getter]
     fn invocation(&self) -> PyResolvedInvocation {

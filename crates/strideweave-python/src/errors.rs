@@ -126,3 +126,18 @@ pub fn _raise_core_error(kind: &str, message: String) -> PyResult<()> {
     };
     Err(to_py(error))
 }
+
+/// The error of an assignment to (or deletion of) field `name` of an immutable record:
+/// `dataclasses.FrozenInstanceError`, as the original's frozen records raise (an
+/// `AttributeError` subclass).
+pub fn frozen_field(py: Python<'_>, name: &str) -> PyErr {
+    let message = format!("cannot assign to field '{name}'");
+    match py
+        .import("dataclasses")
+        .and_then(|module| module.getattr("FrozenInstanceError"))
+        .and_then(|class| Ok(class.cast_into::<pyo3::types::PyType>()?))
+    {
+        Ok(class) => PyErr::from_type(class, message),
+        Err(error) => error,
+    }
+}

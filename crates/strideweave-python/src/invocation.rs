@@ -28,6 +28,16 @@ pub struct PyOperationDefinition {
 
 #[pymethods]
 impl PyOperationDefinition {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     /// The operation's name.
     #[getter]
     fn name(&self) -> &str {
@@ -221,6 +231,16 @@ pub struct PyResultSpec {
 
 #[pymethods]
 impl PyResultSpec {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     /// `ResultSpec(dtype, shape, layout=None, alias_of=None, *, atol=0.0, rtol=0.0)`: a
     /// result of `dtype` with exactly `layout` (default: the column-major layout of
     /// `shape`, which a given layout must have), optionally operand `alias_of` itself, and
@@ -334,6 +354,16 @@ pub(crate) fn operand_object(py: Python<'_>, operand: &Operand) -> PyResult<Py<P
 
 #[pymethods]
 impl PyResolvedInvocation {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     /// `ResolvedInvocation(call, plan, results, saved_operands=(), kernel_id=None,
     /// mutated_operands=())`: what a custom operation's resolver returns for `call`. The
     /// core checks it (`ValueError`): the plan names the call's operation with one operand

@@ -244,6 +244,16 @@ pub struct PyPreparedKernel {
 
 #[pymethods]
 impl PyPreparedKernel {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     fn py_new(interface: &Bound<'_, PyAny>, submit: &Bound<'_, PyAny>) -> PyResult<Self> {
         if interface.cast::<PyKernelExecutionInterface>().is_err() {
@@ -292,6 +302,16 @@ pub struct PyKernelPattern {
 
 #[pymethods]
 impl PyKernelPattern {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     #[pyo3(signature = (operation, plans, kernel_id, prepare, preference=None))]
     fn py_new(
@@ -465,6 +485,16 @@ pub struct PyKernelProvider {
 
 #[pymethods]
 impl PyKernelProvider {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     #[pyo3(signature = (interface, patterns=None))]
     fn py_new(interface: &Bound<'_, PyAny>, patterns: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
@@ -504,6 +534,16 @@ pub struct PyKernelPack {
 
 #[pymethods]
 impl PyKernelPack {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     fn py_new(
         namespace: &Bound<'_, PyAny>,

@@ -4,6 +4,7 @@
 
 mod authoring;
 mod autograd;
+mod autograd_context;
 mod block_device;
 mod callback_error;
 mod capabilities;
@@ -72,6 +73,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<authoring::PyCarrierDefinition>()?;
     m.add_function(wrap_pyfunction!(authoring::register_carrier_definition, m)?)?;
     m.add_class::<legacy::PyOperation>()?;
+    m.add_class::<autograd_context::PyAutogradContext>()?;
     m.add_class::<moves::PyMoveOperation>()?;
     m.add_class::<moves::PyElementwiseMoveOperation>()?;
     m.add_class::<moves::MoveOutput>()?;

@@ -64,6 +64,16 @@ pub struct PyUnsupported {
 
 #[pymethods]
 impl PyUnsupported {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     fn py_new(reason: &Bound<'_, PyAny>) -> PyResult<Self> {
         Ok(PyUnsupported {
@@ -101,6 +111,16 @@ pub struct PyProviderResult {
 
 #[pymethods]
 impl PyProviderResult {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     fn py_new(outputs: &Bound<'_, PyAny>) -> PyResult<Self> {
         let items = materialize(outputs, "ProviderResult outputs")?;

@@ -24,6 +24,16 @@ impl PyTileProgress {
 
 #[pymethods]
 impl PyTileProgress {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     /// The operation's name (`"add"`, `"matmul"`, `"reduce_sum.backward"`, ...).
     #[getter]
     fn operation(&self) -> &str {

@@ -35,6 +35,16 @@ pub struct PyTransferRequest {
 
 #[pymethods]
 impl PyTransferRequest {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     /// The tensor being moved.
     #[getter]
     fn tensor(&self) -> PyTensor {
@@ -131,6 +141,16 @@ pub struct PyPreparedTransfer {
 
 #[pymethods]
 impl PyPreparedTransfer {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     fn py_new(submit: &Bound<'_, PyAny>) -> PyResult<Self> {
         Ok(PyPreparedTransfer {
@@ -150,6 +170,16 @@ pub struct PyTransferProvider {
 
 #[pymethods]
 impl PyTransferProvider {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     fn py_new(prepare: &Bound<'_, PyAny>) -> PyResult<Self> {
         Ok(PyTransferProvider {
@@ -231,6 +261,16 @@ pub struct PyTransferRoute {
 
 #[pymethods]
 impl PyTransferRoute {
+    /// Fields are immutable: assignment is a `dataclasses.FrozenInstanceError`.
+    fn __setattr__(&self, py: Python<'_>, name: &str, _value: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
+    /// Fields cannot be deleted either: a `dataclasses.FrozenInstanceError`.
+    fn __delattr__(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        Err(crate::errors::frozen_field(py, name))
+    }
+
     #[new]
     fn py_new(
         source_class: &Bound<'_, PyAny>,

@@ -594,6 +594,30 @@ impl PyTensor {
         self.inner.grad_fn().map(|node| node.name().to_owned())
     }
 
+    /// The recorded operation this tensor came from (one object per graph node), `None` for
+    /// a leaf. Read-only: the framework owns the graph.
+    #[getter]
+    fn autograd_ctx(
+        &self,
+        py: Python<'_>,
+    ) -> PyResult<Option<Py<crate::autograd_context::PyAutogradContext>>> {
+        self.inner
+            .grad_fn()
+            .map(|node| crate::autograd_context::context_of(py, node))
+            .transpose()
+    }
+
+    /// The exact class of this tensor's carrier.
+    fn carrier_type(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let object = crate::carrier::wrap(py, self.inner.carrier())?;
+        Ok(object.bind(py).get_type().into_any().unbind())
+    }
+
+    /// Whether this tensor can take part in gradients (its dtype is differentiable).
+    fn is_differentiable(&self) -> bool {
+        self.inner.is_differentiable()
+    }
+
     /// Keeps `.grad` for this non-leaf tensor in later backward passes.
     fn retain_grad(&self) -> PyResult<()> {
         self.inner.retain_grad().py()

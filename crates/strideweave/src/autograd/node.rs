@@ -71,6 +71,12 @@ impl Node {
         }
     }
 
+    /// An identity of this node while it lives (its record's address): equal for handles to
+    /// the same node, possibly reused once the node is gone.
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.inner) as *const () as usize
+    }
+
     /// Whether `other` is this very node (a handle to the same record).
     pub fn same_as(&self, other: &Node) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
@@ -119,10 +125,6 @@ impl Node {
         if let Some(saved) = saved {
             dismantle(saved);
         }
-    }
-
-    pub(crate) fn id(&self) -> usize {
-        Arc::as_ptr(&self.inner) as *const () as usize
     }
 
     /// Applies the rule: one cotangent (or `None`) per output in, one gradient (or `None`)
