@@ -198,6 +198,15 @@ from ._native import from_dlpack as from_dlpack
 
 __all__ += ["from_dlpack"]
 
+# The GPU: the shipped Metal class (NotImplementedError without a Metal adapter) and
+# strideweave-wgpu's Gpu class with its host staging class (docs/python.md, "Metal and the Gpu
+# carrier").
+from ._native import Gpu as Gpu
+from ._native import GpuHost as GpuHost
+from ._native import Metal as Metal
+
+__all__ += ["Gpu", "GpuHost", "Metal"]
+
 # The original's layout: the submodules and the Python-written names.
 #
 # `strideweave.layout`, `strideweave.tensor`, `strideweave.operation` and `strideweave.carriers`

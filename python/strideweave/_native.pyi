@@ -213,6 +213,38 @@ class CPU(Carrier):
     def pointer(self) -> Optional[int]: ...
 
 @final
+class Metal(Carrier):
+    """A carrier on an Apple GPU: NotImplementedError where wgpu finds no Metal adapter."""
+
+    def __init__(
+        self, size: int, *, mutable: bool = True, dtype: Optional[DType] = None, empty: bool = False
+    ) -> None: ...
+    @staticmethod
+    def adapter() -> str: ...
+
+@final
+class Gpu(Carrier):
+    """strideweave-wgpu's carrier class on the adapter wgpu finds."""
+
+    def __init__(
+        self, size: int, *, mutable: bool = True, dtype: Optional[DType] = None, empty: bool = False
+    ) -> None: ...
+    @staticmethod
+    def from_values(values: Iterable[Scalar], *, dtype: Optional[DType] = None) -> Gpu: ...
+    @staticmethod
+    def upload(tensor: Tensor) -> Tensor: ...
+    @staticmethod
+    def adapter() -> str: ...
+
+@final
+class GpuHost(Carrier):
+    """The Gpu class's host-side staging class (a TiledEvictable secondary over a Gpu)."""
+
+    def __init__(self, size: int, *, dtype: Optional[DType] = None) -> None: ...
+    @staticmethod
+    def from_values(values: Iterable[Scalar], *, dtype: Optional[DType] = None) -> GpuHost: ...
+
+@final
 class Generic(Carrier):
     def __init__(self, values: Iterable[Scalar], *, mutable: bool = True, dtype: DType) -> None: ...
 

@@ -67,3 +67,16 @@ def typed_composite() -> None:
     sw.register_carrier_definition(Tiered, definition)
     identity = sw.KernelExecutionInterface("1").compatibility_identity
     print(rejection.reason, identity[1], definition.composite is provider)
+
+
+def gpu_calls() -> None:
+    from strideweave.carriers.metal import Metal
+
+    adapter: str = sw.Gpu.adapter()
+    carrier: sw.Gpu = sw.Gpu(4, dtype=sw.DType.Int32, mutable=False, empty=True)
+    filled: sw.Gpu = sw.Gpu.from_values([1.0, 2.0], dtype=sw.DType.Float32)
+    up: sw.Tensor = sw.Gpu.upload(sw.Tensor.compact(sw.CPU(2), (2,)))
+    host: sw.GpuHost = sw.GpuHost.from_values([1, 2], dtype=sw.DType.Int32)
+    tiled = sw.TiledEvictable(sw.Gpu(0), sw.GpuHost(4), [2], [2])
+    metal: Metal = sw.Metal(2, mutable=True, dtype=sw.DType.Bool, empty=False)
+    print(adapter, carrier.size(), filled.version, up.layout, host.size(), tiled, metal, Metal.adapter())

@@ -508,6 +508,11 @@ pub fn pack_target(class: &Bound<'_, PyType>, label: &str) -> PyResult<CarrierCl
         )));
     }
     let shipped = crate::carrier::native_core_class(py, class)?;
+    // strideweave-wgpu's Gpu and GpuHost: definition-backed, so the core decides (the
+    // provider's interface, whether the class was observed).
+    if let Some(core) = shipped.filter(|_| crate::gpu::is_wgpu_class(py, class)) {
+        return Ok(core);
+    }
     let dependent =
         shipped.is_some_and(|core| core.kind() == strideweave::carrier::ClassKind::Dependent);
     if shipped.is_some() && !dependent {
@@ -698,6 +703,9 @@ pub fn register_carrier_definition(
             "register_carrier_definition carrier_class must be a concrete subclass of \
              DependentCarrier, not DependentCarrier itself",
         ));
+    }
+    if let Some(refusal) = crate::gpu::refuse_definition(py, class) {
+        return Err(refusal);
     }
     if crate::carrier::is_native_class(py, class) {
         return Err(PyTypeError::new_err(format!(

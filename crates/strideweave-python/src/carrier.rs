@@ -147,7 +147,7 @@ fn remember(py: Python<'_>, carrier: &Carrier, object: &Bound<'_, PyAny>) -> PyR
 }
 
 /// Builds the Python object of a freshly constructed carrier of class `T`.
-fn construct<T: PyClass<BaseType = PyCarrier> + Default>(
+pub(crate) fn construct<T: PyClass<BaseType = PyCarrier> + Default>(
     carrier: Carrier,
 ) -> PyClassInitializer<T> {
     PyClassInitializer::from(PyCarrier::holding(carrier)).add_subclass(T::default())
@@ -203,6 +203,7 @@ pub fn wrap(py: Python<'_>, carrier: &Carrier) -> PyResult<Py<PyAny>> {
         "BlockDeviceCarrier" => {
             registered::<crate::block_device::PyBlockDeviceCarrier>(py, carrier)
         }
+        "Metal" | "Gpu" | "GpuHost" => crate::gpu::wrap_device_carrier(py, carrier),
         _ => {
             let object = Py::new(py, PyCarrier::holding(carrier.clone()))?.into_any();
             remember(py, &carrier, object.bind(py))?;
@@ -245,7 +246,11 @@ fn py_bool(flag: bool) -> &'static str {
 }
 
 /// An optional `bool` argument (not merely truthy), `default` when absent; `what` names it.
-fn bool_arg(flag: Option<&Bound<'_, PyAny>>, default: bool, what: &str) -> PyResult<bool> {
+pub(crate) fn bool_arg(
+    flag: Option<&Bound<'_, PyAny>>,
+    default: bool,
+    what: &str,
+) -> PyResult<bool> {
     let Some(flag) = flag else {
         return Ok(default);
     };
@@ -262,7 +267,7 @@ fn optional_dtype(dtype: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Opti
     }
 }
 
-fn dtype_arg(dtype: &Bound<'_, PyAny>, what: &str) -> PyResult<DType> {
+pub(crate) fn dtype_arg(dtype: &Bound<'_, PyAny>, what: &str) -> PyResult<DType> {
     dtype.cast::<PyDType>().map(|d| d.get().inner).map_err(|_| {
         PyTypeError::new_err(format!("{what} must be a DType, got {}", type_name(dtype)))
     })
@@ -270,7 +275,7 @@ fn dtype_arg(dtype: &Bound<'_, PyAny>, what: &str) -> PyResult<DType> {
 
 /// The values of an iterable of `bool`, `int` and `float`, consumed once; `what` names the
 /// argument in the error, with the position of a refused value.
-fn values_arg(values: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<Value>> {
+pub(crate) fn values_arg(values: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<Value>> {
     let iterator = values.try_iter().map_err(|_| {
         PyTypeError::new_err(format!(
             "{what} must be an iterable of bool, int or float, got {}",
@@ -869,8 +874,8 @@ impl PyCarrierFacet {
     }
 }
 
-/// The core class of one of the extension module's shipped carrier classes; `None` for
-/// any other class.
+/// The core class of one of the extension module's carrier classes (the shipped ones, and
+/// strideweave-wgpu's Gpu and GpuHost); `None` for any other class.
 pub fn native_core_class(
     py: Python<'_>,
     class: &Bound<'_, PyType>,
@@ -889,11 +894,12 @@ pub fn native_core_class(
     } else if class.is(py.get_type::<crate::block_device::PyBlockDeviceCarrier>()) {
         Some(CarrierClass::of::<strideweave::carriers::BlockDeviceCarrier>())
     } else {
-        None
+        crate::gpu::device_core_class(py, class)?
     })
 }
 
-/// Whether `class` is one of the extension module's own carrier classes.
+/// Whether `class` is one of the extension module's shipped carrier classes (Gpu and GpuHost,
+/// strideweave-wgpu's definition-backed classes, are not).
 pub fn is_native_class(py: Python<'_>, class: &Bound<'_, PyType>) -> bool {
     [
         py.get_type::<PyCpu>(),
@@ -905,6 +911,7 @@ pub fn is_native_class(py: Python<'_>, class: &Bound<'_, PyType>) -> bool {
     ]
     .iter()
     .any(|native| class.is(native))
+        || crate::gpu::is_metal_class(py, class)
 }
 
 /// One executable operation plan a carrier declares.

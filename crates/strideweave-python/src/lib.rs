@@ -13,6 +13,7 @@ mod convert;
 mod dtype;
 mod errors;
 mod finalization;
+mod gpu;
 mod layout;
 mod legacy;
 mod movement;
@@ -68,6 +69,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tiled::PyAwaitResidency>()?;
     m.add_class::<tiled::PyAwaitTensor>()?;
     m.add_class::<carrier::PyOperationCapability>()?;
+    m.add_class::<gpu::PyMetal>()?;
+    m.add_class::<gpu::PyGpu>()?;
+    m.add_class::<gpu::PyGpuHost>()?;
 
     m.add_class::<authoring::PyStorageProvider>()?;
     m.add_class::<authoring::PyCarrierDefinition>()?;

@@ -113,8 +113,27 @@ impl GpuDevice {
     /// NotImplemented when no adapter exists (no GPU and no software driver such as Mesa's
     /// llvmpipe); Runtime when the adapter refuses to open a device.
     pub fn open() -> Result<GpuDevice> {
+        GpuDevice::open_on(
+            wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12,
+            "GPU adapter (Vulkan, Metal or DX12)",
+        )
+    }
+
+    /// [`open`](Self::open) on wgpu's Metal backend only: an Apple GPU (the device under the
+    /// core's `Metal` carriers, see [`crate::metal`]).
+    ///
+    /// # Errors
+    /// NotImplemented when wgpu finds no Metal adapter (every machine that is not an Apple
+    /// one: wgpu builds its Metal backend for Apple targets only); as [`open`](Self::open).
+    pub fn open_metal() -> Result<GpuDevice> {
+        GpuDevice::open_on(wgpu::Backends::METAL, "Metal adapter")
+    }
+
+    /// Opens the first adapter of `backends`; `what` names the adapter in the error when
+    /// there is none.
+    fn open_on(backends: wgpu::Backends, what: &str) -> Result<GpuDevice> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-            backends: wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12,
+            backends,
             ..wgpu::InstanceDescriptor::new_without_display_handle_from_env()
         });
         let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
@@ -123,11 +142,7 @@ impl GpuDevice {
             compatible_surface: None,
             ..Default::default()
         }))
-        .map_err(|error| {
-            Error::NotImplemented(format!(
-                "no GPU adapter (Vulkan, Metal or DX12) is available: {error}"
-            ))
-        })?;
+        .map_err(|error| Error::NotImplemented(format!("no {what} is available: {error}")))?;
         let info = adapter.get_info();
         let limits = adapter.limits();
         let float64 = adapter.features().contains(wgpu::Features::SHADER_F64);

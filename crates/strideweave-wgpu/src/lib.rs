@@ -16,6 +16,8 @@
 //!   primary), and GpuHost → CPU.
 //! - [`ReductionRule`]: when a device's reductions loop once per result instead of running
 //!   as a tree (chosen by the device's kind, changeable per device).
+//! - [`metal`]: the core's shipped `Metal` carriers over a Gpu class on wgpu's Metal backend
+//!   (a NotImplemented error wherever wgpu finds no Metal adapter).
 //! - [`GpuCompletion`]: the pending outcome of a queue submission (non-blocking `done` that
 //!   polls, blocking `wait` on the submission index).
 //!
@@ -37,6 +39,7 @@ mod completion;
 mod device;
 mod host;
 mod kernels;
+pub mod metal;
 mod reduction_rule;
 mod storage;
 

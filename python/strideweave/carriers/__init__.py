@@ -5,7 +5,8 @@ Every name is the native object, except ``TileSet`` and ``TileSelection`` (Pytho
 ``strideweave.carriers.tiled_evictable``); the top level names the same objects. The
 submodules follow the original's layout: ``cpu``, ``generic``, ``file_backed``,
 ``evictable``, ``block_device``, ``tiled_evictable``, ``extension``, ``move``,
-``operation_capability`` and ``operation_policy`` (docs/python.md, "Module layout").
+``operation_capability``, ``operation_policy``, ``metal`` and ``gpu`` (docs/python.md,
+"Module layout").
 """
 
 from .._native import (
@@ -42,6 +43,9 @@ from .._native import (
     register_carrier_definition as register_carrier_definition,
     register_kernel_pack as register_kernel_pack,
 )
+from .._native import Gpu as Gpu
+from .._native import GpuHost as GpuHost
+from .._native import Metal as Metal
 from ._tiles import TileSelection as TileSelection
 from ._tiles import TileSet as TileSet
 
@@ -56,6 +60,7 @@ __all__ = [
     "TiledResidencyFacet",
     "TileState",
 ]
+__all__ += ["Gpu", "GpuHost", "Metal"]
 __all__ += [
     "AwaitProjection",
     "AwaitResidency",
@@ -91,6 +96,8 @@ from . import (
     extension,
     file_backed,
     generic,
+    gpu,
+    metal,
     move,
     operation_capability,
     operation_policy,

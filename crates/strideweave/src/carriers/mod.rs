@@ -10,6 +10,7 @@ mod evictable;
 pub mod extension;
 mod file_backed;
 mod generic;
+mod metal;
 mod tier_pair;
 mod tiled;
 
@@ -18,6 +19,7 @@ pub use cpu::{Cpu, CpuExport};
 pub use evictable::Evictable;
 pub use file_backed::FileBacked;
 pub use generic::Generic;
+pub use metal::Metal;
 pub use tiled::{
     AwaitProjection, AwaitResidency, AwaitScatter, CapacityPolicy, ResidencyPlan, ResidencyPolicy,
     ResidencyPurpose, ScatterReduction, TileLocation, TileProgress, TileResidency, TileSelection,
