@@ -22,7 +22,7 @@ def test_derive_composite_dtype_support_from_configured_tiers() -> None:
         sw.TiledEvictable(sw.CPU(0, dtype=sw.DType.Int32), f32_only(0, dtype=F32), [1], [2])
 
 
-@pytest.mark.parametrize("cls", [sw.CPU, sw.Generic, sw.FileBacked, sw.Evictable, sw.TiledEvictable, sw.BlockDeviceCarrier])
+@pytest.mark.parametrize("cls", [sw.CPU, sw.Generic, sw.FileBacked, sw.Evictable, sw.TiledEvictable, sw.BlockDeviceCarrier, sw.Metal])
 def test_preserve_a_shipped_legacy_carrier(cls: type) -> None:
     # Scenario: the shipped classes keep their definition-free authority: they take no
     # definition, and their answers do not change when definitions are registered.
