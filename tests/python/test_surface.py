@@ -23,12 +23,20 @@ def test_extension_module_facet_base_is_the_top_level_object() -> None:
 
 
 @pytest.mark.parametrize(
-    "cls", [sw.CPU, sw.Generic, sw.FileBacked, sw.Evictable, sw.TiledEvictable]
+    "cls",
+    [sw.CPU, sw.Generic, sw.FileBacked, sw.Evictable, sw.TiledEvictable, sw.BlockDeviceCarrier, sw.Metal, sw.Gpu, sw.GpuHost],
 )
 def test_shipped_carriers_are_closed_and_carriers(cls: type) -> None:
+    from strideweave.carriers.base import CLOSED_CARRIER_MESSAGE, reject_carrier_subclass
+
     assert issubclass(cls, sw.Carrier)
-    with pytest.raises(TypeError, match="is not an acceptable base type"):
+    with pytest.raises(TypeError) as refusal:
         type("Sub", (cls,), {})
+    assert str(refusal.value) == CLOSED_CARRIER_MESSAGE.format(name=cls.__name__)
+    assert str(refusal.value).startswith(f"{cls.__name__} is a closed carrier implementation and cannot be subclassed")
+    with pytest.raises(TypeError) as stated:
+        reject_carrier_subclass(cls.__name__)
+    assert str(stated.value) == str(refusal.value)
 
 
 def test_carrier_base_cannot_be_constructed_directly() -> None:

@@ -140,7 +140,7 @@ impl PyBlockDevice {
 }
 
 /// Float32 slots in an extent of a block device, made by `BlockDevice.allocate`.
-#[pyclass(name = "BlockDeviceCarrier", module = "strideweave", extends = PyCarrier, frozen)]
+#[pyclass(name = "BlockDeviceCarrier", module = "strideweave", extends = PyCarrier, subclass, frozen)]
 #[derive(Default)]
 pub struct PyBlockDeviceCarrier;
 
@@ -164,6 +164,17 @@ struct BlockDeviceCarrierInfo {
 
 #[pymethods]
 impl PyBlockDeviceCarrier {
+    /// A shipped carrier class is closed: defining a subclass is a `TypeError` with the one
+    /// refusal every closed class states (`CLOSED_CARRIER_MESSAGE`).
+    #[classmethod]
+    #[pyo3(signature = (**_kwargs))]
+    fn __init_subclass__(
+        cls: &Bound<'_, pyo3::types::PyType>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<()> {
+        Err(crate::carrier::closed_class(cls))
+    }
+
     #[new]
     fn py_new() -> PyResult<pyo3::PyClassInitializer<Self>> {
         Err(PyTypeError::new_err(

@@ -132,6 +132,25 @@ impl PyCarrier {
     }
 }
 
+/// The one refusal every closed shipped carrier class states when it is subclassed, with
+/// `{name}` standing for the class (`strideweave.carriers.base.CLOSED_CARRIER_MESSAGE`).
+pub const CLOSED_CARRIER_MESSAGE: &str = "{name} is a closed carrier implementation and cannot \
+     be subclassed; write a sibling Carrier class instead (definition-free, or with a \
+     CarrierDefinition), composing the shipped carriers where it needs their storage";
+
+/// The `TypeError` of subclassing the closed class whose subclass is being defined: the
+/// refusal names the closed parent.
+pub fn closed_class(subclass: &Bound<'_, PyType>) -> PyErr {
+    let parent = subclass
+        .getattr("__mro__")
+        .ok()
+        .and_then(|mro| mro.get_item(1).ok())
+        .and_then(|parent| parent.getattr("__name__").ok())
+        .and_then(|name| name.extract::<String>().ok())
+        .unwrap_or_else(|| "this carrier class".to_owned());
+    PyTypeError::new_err(CLOSED_CARRIER_MESSAGE.replace("{name}", &parent))
+}
+
 /// Remembers `object` as the Python object of `carrier`.
 fn remember(py: Python<'_>, carrier: &Carrier, object: &Bound<'_, PyAny>) -> PyResult<()> {
     let weak = PyWeakrefReference::new(object)?.unbind();
@@ -702,12 +721,23 @@ fn facet_type_arg<'py>(facet_type: &Bound<'py, PyAny>) -> PyResult<Bound<'py, Py
 }
 
 /// The CPU carrier: Float32, Int32 or Bool slots in host memory.
-#[pyclass(name = "CPU", module = "strideweave", extends = PyCarrier, frozen)]
+#[pyclass(name = "CPU", module = "strideweave", extends = PyCarrier, subclass, frozen)]
 #[derive(Default)]
 pub struct PyCpu;
 
 #[pymethods]
 impl PyCpu {
+    /// A shipped carrier class is closed: defining a subclass is a `TypeError` with the one
+    /// refusal every closed class states (`CLOSED_CARRIER_MESSAGE`).
+    #[classmethod]
+    #[pyo3(signature = (**_kwargs))]
+    fn __init_subclass__(
+        cls: &Bound<'_, pyo3::types::PyType>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<()> {
+        Err(crate::carrier::closed_class(cls))
+    }
+
     #[new]
     #[pyo3(signature = (size, *, mutable=true, dtype=None, empty=false))]
     fn py_new(
@@ -751,12 +781,23 @@ impl PyCpu {
 }
 
 /// The reference carrier: any storable dtype, values normalized on every write.
-#[pyclass(name = "Generic", module = "strideweave", extends = PyCarrier, frozen)]
+#[pyclass(name = "Generic", module = "strideweave", extends = PyCarrier, subclass, frozen)]
 #[derive(Default)]
 pub struct PyGeneric;
 
 #[pymethods]
 impl PyGeneric {
+    /// A shipped carrier class is closed: defining a subclass is a `TypeError` with the one
+    /// refusal every closed class states (`CLOSED_CARRIER_MESSAGE`).
+    #[classmethod]
+    #[pyo3(signature = (**_kwargs))]
+    fn __init_subclass__(
+        cls: &Bound<'_, pyo3::types::PyType>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<()> {
+        Err(crate::carrier::closed_class(cls))
+    }
+
     #[new]
     #[pyo3(signature = (values, *, mutable=true, dtype))]
     fn py_new(
@@ -773,12 +814,23 @@ impl PyGeneric {
 }
 
 /// A carrier whose slots live in a raw file (deleted on release).
-#[pyclass(name = "FileBacked", module = "strideweave", extends = PyCarrier, frozen)]
+#[pyclass(name = "FileBacked", module = "strideweave", extends = PyCarrier, subclass, frozen)]
 #[derive(Default)]
 pub struct PyFileBacked;
 
 #[pymethods]
 impl PyFileBacked {
+    /// A shipped carrier class is closed: defining a subclass is a `TypeError` with the one
+    /// refusal every closed class states (`CLOSED_CARRIER_MESSAGE`).
+    #[classmethod]
+    #[pyo3(signature = (**_kwargs))]
+    fn __init_subclass__(
+        cls: &Bound<'_, pyo3::types::PyType>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<()> {
+        Err(crate::carrier::closed_class(cls))
+    }
+
     #[new]
     #[pyo3(signature = (filename=None, *, mutable=true, dtype))]
     fn py_new(
@@ -813,12 +865,23 @@ impl PyFileBacked {
 }
 
 /// A two-tier carrier: a primary tier that can be evicted to a secondary one.
-#[pyclass(name = "Evictable", module = "strideweave", extends = PyCarrier, frozen)]
+#[pyclass(name = "Evictable", module = "strideweave", extends = PyCarrier, subclass, frozen)]
 #[derive(Default)]
 pub struct PyEvictable;
 
 #[pymethods]
 impl PyEvictable {
+    /// A shipped carrier class is closed: defining a subclass is a `TypeError` with the one
+    /// refusal every closed class states (`CLOSED_CARRIER_MESSAGE`).
+    #[classmethod]
+    #[pyo3(signature = (**_kwargs))]
+    fn __init_subclass__(
+        cls: &Bound<'_, pyo3::types::PyType>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<()> {
+        Err(crate::carrier::closed_class(cls))
+    }
+
     #[new]
     fn py_new(
         primary: &Bound<'_, PyAny>,

@@ -175,12 +175,23 @@ fn detached<T: Send>(
 /// Its slots live in a Gpu carrier on the Metal adapter, and its operations run on that
 /// class's kernels. Where wgpu finds no Metal adapter (every machine but an Apple one) the
 /// constructor raises `NotImplementedError` after checking its arguments.
-#[pyclass(name = "Metal", module = "strideweave", extends = PyCarrier, frozen)]
+#[pyclass(name = "Metal", module = "strideweave", extends = PyCarrier, subclass, frozen)]
 #[derive(Default)]
 pub struct PyMetal;
 
 #[pymethods]
 impl PyMetal {
+    /// A shipped carrier class is closed: defining a subclass is a `TypeError` with the one
+    /// refusal every closed class states (`CLOSED_CARRIER_MESSAGE`).
+    #[classmethod]
+    #[pyo3(signature = (**_kwargs))]
+    fn __init_subclass__(
+        cls: &Bound<'_, pyo3::types::PyType>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<()> {
+        Err(crate::carrier::closed_class(cls))
+    }
+
     #[new]
     #[pyo3(signature = (size, *, mutable=None, dtype=None, empty=None))]
     fn py_new(
@@ -214,12 +225,23 @@ impl PyMetal {
 /// It is definition-backed (the crate's `CarrierDefinition`): its JIT kernels run the
 /// built-ins, and it moves to the CPU and to `GpuHost` along its own routes. The CPU declares
 /// no route to it, so values go up with `Gpu.upload(tensor)` or `Gpu.from_values(...)`.
-#[pyclass(name = "Gpu", module = "strideweave", extends = PyCarrier, frozen)]
+#[pyclass(name = "Gpu", module = "strideweave", extends = PyCarrier, subclass, frozen)]
 #[derive(Default)]
 pub struct PyGpu;
 
 #[pymethods]
 impl PyGpu {
+    /// A shipped carrier class is closed: defining a subclass is a `TypeError` with the one
+    /// refusal every closed class states (`CLOSED_CARRIER_MESSAGE`).
+    #[classmethod]
+    #[pyo3(signature = (**_kwargs))]
+    fn __init_subclass__(
+        cls: &Bound<'_, pyo3::types::PyType>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<()> {
+        Err(crate::carrier::closed_class(cls))
+    }
+
     #[new]
     #[pyo3(signature = (size, *, mutable=None, dtype=None, empty=None))]
     fn py_new(
@@ -274,12 +296,23 @@ impl PyGpu {
 /// `TiledEvictable` or `Evictable` over a Gpu primary stream tiles onto the device:
 /// `GpuHost(size, *, dtype=DType.Float32)` (zeroed) or `GpuHost.from_values(values, *,
 /// dtype=DType.Float32)`.
-#[pyclass(name = "GpuHost", module = "strideweave", extends = PyCarrier, frozen)]
+#[pyclass(name = "GpuHost", module = "strideweave", extends = PyCarrier, subclass, frozen)]
 #[derive(Default)]
 pub struct PyGpuHost;
 
 #[pymethods]
 impl PyGpuHost {
+    /// A shipped carrier class is closed: defining a subclass is a `TypeError` with the one
+    /// refusal every closed class states (`CLOSED_CARRIER_MESSAGE`).
+    #[classmethod]
+    #[pyo3(signature = (**_kwargs))]
+    fn __init_subclass__(
+        cls: &Bound<'_, pyo3::types::PyType>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<()> {
+        Err(crate::carrier::closed_class(cls))
+    }
+
     #[new]
     #[pyo3(signature = (size, *, dtype=None))]
     fn py_new(

@@ -43,6 +43,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     finalization::register(m)?;
+    m.add("CLOSED_CARRIER_MESSAGE", carrier::CLOSED_CARRIER_MESSAGE)?;
     m.add(
         "UnsupportedOperationPlan",
         py.get_type::<errors::UnsupportedOperationPlan>(),

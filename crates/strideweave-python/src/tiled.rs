@@ -16,12 +16,23 @@ use crate::convert::{to_indices, type_name};
 use crate::errors::IntoPyResult;
 
 /// A carrier whose tiles are spread over a primary and a secondary tier.
-#[pyclass(name = "TiledEvictable", module = "strideweave", extends = PyCarrier, frozen)]
+#[pyclass(name = "TiledEvictable", module = "strideweave", extends = PyCarrier, subclass, frozen)]
 #[derive(Default)]
 pub struct PyTiledEvictable;
 
 #[pymethods]
 impl PyTiledEvictable {
+    /// A shipped carrier class is closed: defining a subclass is a `TypeError` with the one
+    /// refusal every closed class states (`CLOSED_CARRIER_MESSAGE`).
+    #[classmethod]
+    #[pyo3(signature = (**_kwargs))]
+    fn __init_subclass__(
+        cls: &Bound<'_, pyo3::types::PyType>,
+        _kwargs: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<()> {
+        Err(crate::carrier::closed_class(cls))
+    }
+
     #[new]
     #[pyo3(signature = (primary, secondary, grid_shape, tile_shape, *, residency_policy=None))]
     fn py_new(
