@@ -300,9 +300,11 @@ impl<'a> Collective<'a> {
         let mut texts = Vec::with_capacity(headers.len());
         let mut start = 0usize;
         for h in headers {
-            let description_length = h[4] as usize;
-            let error_length = h[5] as usize;
-            let end = start + description_length + error_length;
+            let description_length = usize::try_from(h[4]).unwrap_or(usize::MAX);
+            let error_length = usize::try_from(h[5]).unwrap_or(usize::MAX);
+            let end = start
+                .saturating_add(description_length)
+                .saturating_add(error_length);
             let bytes = gathered.get(start..end).unwrap_or(&[]);
             let split = description_length.min(bytes.len());
             texts.push((

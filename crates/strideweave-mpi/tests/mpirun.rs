@@ -23,7 +23,7 @@ use strideweave_mpi::{
 /// The variable that tells a launched rank which scenario to run.
 const SCENARIO: &str = "STRIDEWEAVE_MPI_TEST_SCENARIO";
 /// The collective timeout of the fault cases, in seconds.
-const FAULT_TIMEOUT: &str = "2";
+const FAULT_TIMEOUT: &str = "3";
 
 fn main() -> ExitCode {
     match std::env::var(SCENARIO) {
