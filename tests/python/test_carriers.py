@@ -90,7 +90,7 @@ def test_evictable_moves_its_contents_between_tiers() -> None:
     assert (hierarchy.get_value(0), hierarchy.get_value(1), hierarchy.version) == (9.0, 2.0, 1)
     with pytest.raises(ValueError, match="two distinct tiers"):
         sw.Evictable(primary, primary)
-    with pytest.raises(TypeError, match="Evictable secondary must be a Carrier, got int"):
+    with pytest.raises(TypeError, match="Evictable secondary must be a Carrier instance, got int"):
         sw.Evictable(sw.CPU(2), 3)
 
 

@@ -18,7 +18,7 @@ def test_construction_validates_its_fields() -> None:
         sw.Tensor(carrier, 0.0, sw.Layout(6))
     with pytest.raises(ValueError, match="Tensor offset must be a non-negative int, got -1"):
         sw.Tensor(carrier, -1, sw.Layout(6))
-    with pytest.raises(TypeError, match="Tensor carrier must be a Carrier, got list"):
+    with pytest.raises(TypeError, match="Tensor carrier must be a Carrier instance, got list"):
         sw.Tensor([1.0], 0, sw.Layout(1))
 
 

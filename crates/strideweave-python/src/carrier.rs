@@ -238,7 +238,7 @@ pub fn wrap(py: Python<'_>, carrier: &Carrier) -> PyResult<Py<PyAny>> {
 pub fn expect_carrier(object: &Bound<'_, PyAny>, what: &str) -> PyResult<Carrier> {
     let held = object.cast::<PyCarrier>().map_err(|_| {
         PyTypeError::new_err(format!(
-            "{what} must be a Carrier, got {}",
+            "{what} must be a Carrier instance, got {}",
             type_name(object)
         ))
     })?;

@@ -140,12 +140,12 @@ impl PyLayout {
             let layout = text.to_cow()?.parse::<Layout>().map_err(layout_err)?;
             return Ok(PyLayout { inner: layout });
         }
-        let shape = to_shape(shape, "Layout shape")?;
+        let shape = to_shape(&integer_tree(shape), "Layout shape")?;
         let inner = match stride {
             None => Layout::column_major(shape),
             Some(stride) => {
-                let stride =
-                    Stride::new(to_int_tuple(stride, "Layout stride")?).map_err(layout_err)?;
+                let stride = Stride::new(to_int_tuple(&integer_tree(stride), "Layout stride")?)
+                    .map_err(layout_err)?;
                 Layout::new(shape, stride).map_err(layout_err)?
             }
         };
@@ -395,6 +395,15 @@ impl PyLayout {
 
     fn __repr__(&self) -> String {
         format!("Layout('{}')", self.inner)
+    }
+}
+
+/// The integer tree of a shape or stride argument: the package's `Shape` and `Stride` values
+/// hold theirs as `top_level`; anything else is taken as it is.
+fn integer_tree<'py>(value: &Bound<'py, PyAny>) -> Bound<'py, PyAny> {
+    match value.getattr("top_level") {
+        Ok(tree) if !value.is_instance_of::<pyo3::types::PyTuple>() => tree,
+        _ => value.clone(),
     }
 }
 

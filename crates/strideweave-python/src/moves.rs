@@ -208,10 +208,14 @@ impl MoveOperation for PythonRoute {
 
 /// The class argument `what`, a Carrier class's core class.
 fn carrier_class(class: &Bound<'_, PyAny>, what: &str) -> PyResult<CarrierClass> {
-    if !class.is_instance_of::<PyType>() {
+    let base = class.py().get_type::<crate::carrier::PyCarrier>();
+    let is_carrier_class = class
+        .cast::<PyType>()
+        .is_ok_and(|class| class.is_subclass(&base).unwrap_or(false));
+    if !is_carrier_class {
         return Err(PyTypeError::new_err(format!(
             "{what} must be a Carrier subclass, got {}",
-            type_name(class)
+            describe(class)
         )));
     }
     crate::authoring::core_class_of(class, what)

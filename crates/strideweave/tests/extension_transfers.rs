@@ -736,7 +736,7 @@ fn both_carriers_are_claimed_while_a_route_prepares() -> Result<()> {
     assert_eq!(
         *seen.lock().unwrap(),
         [
-            format!("runtime error: cannot write a slot: the {source} carrier is claimed by a pending move"),
+            format!("runtime error: cannot write a slot: the {source} carrier is claimed by a pending move, so it is not mutable until the move ends"),
             "runtime error: cannot release the CPU carrier: it is claimed by a pending move".to_string(),
         ]
     );
@@ -900,7 +900,8 @@ fn an_empty_definition_backed_destination_grows_to_the_cosize() -> Result<()> {
     assert_eq!(error.kind(), ErrorKind::Value);
     assert_eq!(
         error.to_string(),
-        "value error: the GrowDestination destination has 1 slots but the tensor needs 2"
+        "value error: the GrowDestination destination has 1 slots but the tensor needs 2: it is \
+         too small"
     );
     Ok(())
 }

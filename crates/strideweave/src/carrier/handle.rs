@@ -315,7 +315,8 @@ impl Carrier {
         self.check_live(action)?;
         if self.inner.lifecycle.is_claimed() {
             return Err(Error::Runtime(format!(
-                "cannot {action}: the {} carrier is claimed by a pending move",
+                "cannot {action}: the {} carrier is claimed by a pending move, so it is not \
+                 mutable until the move ends",
                 self.class()
             )));
         }

@@ -228,14 +228,14 @@ fn check_move(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Result<bool
     }
     if destination.same_as(source) {
         return Err(Error::Value(format!(
-            "cannot {verb} a tensor onto its own {} carrier",
+            "cannot {verb} a tensor onto its own carrier (the {} carrier it lives on)",
             source.class()
         )));
     }
     destination.check_writable("move into the destination")?;
     if destination.dtype() != source.dtype() {
         return Err(Error::Type(format!(
-            "cannot move a {} tensor into a {} destination",
+            "cannot move a {} tensor into a {} destination: the dtype must match",
             source.dtype(),
             destination.dtype()
         )));
@@ -245,7 +245,8 @@ fn check_move(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Result<bool
     let grow = available < cosize;
     if grow && !(available == 0 && destination.grows_as_destination()) {
         return Err(Error::Value(format!(
-            "the {} destination has {available} slots but the tensor needs {cosize}",
+            "the {} destination has {available} slots but the tensor needs {cosize}: it is too \
+             small",
             destination.class()
         )));
     }
