@@ -50,8 +50,9 @@ def test_slices_are_zero_copy_views(matrix: sw.Tensor) -> None:
     assert wide[0, ::2].to_list() == [0.0, 4.0]
     with pytest.raises(ValueError, match="does not divide evenly"):
         matrix[0, ::2]
+    assert matrix[3] == matrix[1, 1], "one int is an ordinal, first mode fastest"
     with pytest.raises(ValueError, match="needs one key per mode"):
-        matrix[0]
+        matrix[0:1]
     with pytest.raises(TypeError, match="a tensor assignment writes one element"):
         matrix[0, :] = 1.0
 

@@ -76,6 +76,9 @@ def test_one_int_key_reads_one_element_like_every_other_key_form() -> None:
             t[key]  # type: ignore[index]
     assert t[1:3].to_list() == [2.0, 3.0]
     m = sw.Tensor.compact(sw.CPU.from_values([1.0, 2.0, 3.0, 4.0]), (2, 2))
+    # One int on a tensor of several modes is an ordinal, first mode fastest (the original's
+    # layout expansion): m[1] is m[1, 0].
+    assert [m[i] for i in range(4)] == [1.0, 2.0, 3.0, 4.0] and m[1] == m[1, 0]
     with pytest.raises(ValueError, match=r"slice of Layout \(2,2\):\(1,2\) needs one key per mode \(2\), got 1"):
-        m[1]
+        m[1:2]
     assert m[1, 1] == 4.0

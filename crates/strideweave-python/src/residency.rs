@@ -24,8 +24,14 @@ use crate::convert::{to_indices, type_name};
 use crate::errors::IntoPyResult;
 use crate::instance_link::InstanceLink;
 
-/// Tile coordinates from a Python iterable of int sequences; `what` names the field.
+/// Tile coordinates from a `TileSet` (or `TileSelection`) value or a Python iterable of int
+/// sequences; `what` names the field.
 fn tiles_arg(tiles: &Bound<'_, PyAny>, what: &str) -> PyResult<TileSet> {
+    let coordinates = match tiles.getattr("coordinates") {
+        Ok(coordinates) if !tiles.is_instance_of::<pyo3::types::PyTuple>() => coordinates,
+        _ => tiles.clone(),
+    };
+    let tiles = &coordinates;
     let iterator = tiles.try_iter().map_err(|_| {
         PyTypeError::new_err(format!(
             "{what} must be an iterable of tile coordinates, got {}",

@@ -101,10 +101,11 @@ fn parse_key(tensor: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Key> {
     let rank = tensor.layout().rank();
     let items: Vec<Bound<'_, PyAny>> = match key.cast::<PyTuple>() {
         Ok(tuple) => tuple.iter().collect(),
-        // One `int` on a one-mode tensor is an element coordinate: read without gathering
-        // the key into a list first (the common `t[i]`; an exact `int` is never a `bool`, and
-        // other keys take the general path below).
-        Err(_) if rank == 1 && key.is_exact_instance_of::<PyInt>() => {
+        // One `int` is an element: the coordinate of a one-mode tensor, the ordinal (first
+        // mode fastest) of a tensor of several modes, as an integer stands for a whole
+        // subtree of a layout. Read without gathering the key into a list first (an exact
+        // `int` is never a `bool`; other keys take the general path below).
+        Err(_) if key.is_exact_instance_of::<PyInt>() => {
             let coordinate = match key.extract::<i64>() {
                 Ok(int) => IntTuple::Int(int),
                 Err(_) => to_int_tuple(key, "coordinate")?,
