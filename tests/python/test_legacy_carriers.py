@@ -377,3 +377,38 @@ def test_both_paths_run_the_same_operations_in_one_process() -> None:
     on_defined = sw.Tensor.compact(defined(2, dtype=F32), (2,))
     on_defined[0], on_defined[1] = 1.0, 2.0
     assert sw.neg(compact(legacy, [1.0, 2.0])).to_list() == sw.neg(on_defined).to_list() == [-1.0, -2.0]
+
+
+def test_a_class_without_a_dispatch_hook_runs_no_operation() -> None:
+    class StorageOnly(sw.Carrier):
+        def __init__(self) -> None:
+            super().__init__()
+
+        def size(self) -> int:
+            return 1
+
+        def dtype(self) -> sw.DType:
+            return F32
+
+        def get_value(self, index: int) -> float:
+            return 0.5
+
+    carrier = StorageOnly()
+    with pytest.raises(NotImplementedError, match="StorageOnly does not support operation 'neg': it defines no _dispatch_op"):
+        carrier.dispatch_op("neg")
+    assert sw.Tensor.compact(carrier, (1,)).to_list() == [0.5]
+
+
+def test_carrier_indexing_reads_and_writes_slots_and_refuses_out_of_range() -> None:
+    carrier = sw.CPU.from_values([1.0, 2.0])
+    carrier[1] = 5.0
+    assert (carrier[0], carrier[1], carrier.version) == (1.0, 5.0, 1)
+    for index in (-1, 2):
+        with pytest.raises(IndexError, match="out of range"):
+            carrier[index]
+    with pytest.raises(TypeError):
+        carrier["0"]  # type: ignore[index]
+    frozen = sw.CPU.from_values([1.0], mutable=False)
+    with pytest.raises(RuntimeError):
+        frozen[0] = 2.0
+    assert frozen.version == 0

@@ -255,6 +255,19 @@ pub fn expect_carrier(object: &Bound<'_, PyAny>, what: &str) -> PyResult<Carrier
     Ok(carrier)
 }
 
+/// A slot index argument: an `int` (by `operator.index`); a negative one is out of range
+/// (`IndexError`), as an index past the end is.
+fn slot_index(index: &Bound<'_, PyAny>) -> PyResult<usize> {
+    if let Ok(int) = index.extract::<i64>() {
+        if int < 0 && !index.is_instance_of::<PyBool>() {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "Carrier index out of range: {int} is negative"
+            )));
+        }
+    }
+    to_index(index, "Carrier index")
+}
+
 /// `True` or `False`, as Python writes a bool.
 fn py_bool(flag: bool) -> &'static str {
     if flag {
@@ -498,7 +511,7 @@ impl PyCarrier {
 
     /// The value at physical slot `index` (`carrier[index]` reads the same).
     fn get_value(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let index = to_index(index, "Carrier index")?;
+        let index = slot_index(index)?;
         let carrier = self.carrier()?;
         let value = crate::finalization::detach(py, || carrier.get(index)).py()?;
         from_value(py, value)
@@ -512,7 +525,7 @@ impl PyCarrier {
         index: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let index = to_index(index, "Carrier index")?;
+        let index = slot_index(index)?;
         let value = to_value(value, "value")?;
         let carrier = self.carrier()?;
         crate::finalization::detach(py, || carrier.set(index, value)).py()

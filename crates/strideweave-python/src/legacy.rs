@@ -244,9 +244,16 @@ impl DefinitionFreeCarrier for PyLegacyBody {
         Ok(())
     }
 
-    /// `_dispatch_op(name)`, which must return a fresh `Operation`.
+    /// `_dispatch_op(name)`, which must return a fresh `Operation`; a class without the hook
+    /// runs no operation (NotImplemented).
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
         crate::finalization::attach(|py| {
+            if !self.defines(py, "_dispatch_op")? {
+                return Err(Error::NotImplemented(format!(
+                    "{} does not support operation '{name}': it defines no _dispatch_op",
+                    self.class
+                )));
+            }
             let answer = self.call(py, "_dispatch_op", (name,), None)?;
             let operation = answer.bind(py).cast::<PyOperation>().map_err(|_| {
                 Error::Type(format!(
