@@ -296,45 +296,54 @@ fn a_composite_result_over_an_operands_storage_is_refused() -> Result<()> {
     Ok(())
 }
 
-/// `views.first(x)`: a view of the first element of `x`, declared as an alias of `x`; its
-/// gradient rule passes the cotangent through (so a call under recording would record it).
-fn first_element_view() -> strideweave::operation::OperationDefinition {
-    static DEFINITION: std::sync::OnceLock<strideweave::operation::OperationDefinition> =
-        std::sync::OnceLock::new();
-    *DEFINITION.get_or_init(|| {
-        let schema = OperationSchema::new(
-            [OperandSpec::new("x", OperandKind::Tensor, true).unwrap()],
-            [],
-        )
-        .unwrap();
-        let resolve = |call: &BoundOperationCall| -> Result<ResolvedInvocation> {
-            let plan = OperationPlan::new(
-                call.definition().name(),
-                [OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32)?],
-                Arithmetic::Binary32,
-                None,
-                None,
-                DType::FLOAT32,
-            )?;
-            let result = ResultSpec::new(DType::FLOAT32, "1:1".parse()?).aliasing(0);
-            ResolvedInvocation::new(call.clone(), plan, [result], [], None)
-        };
-        let vjp = Vjp::rule(|_, cotangents| Ok(cotangents.to_vec()));
-        define_operation("views.first", schema, resolve, None, vjp).unwrap()
-    })
-}
-
-#[test]
-fn a_declared_view_of_an_operand_is_published() -> Result<()> {
-    let operation = first_element_view();
-    let plan = OperationPlan::new(
-        operation.name(),
+/// The Float32 plan of a one-operand operation `name`.
+fn unary_plan(name: &str) -> Result<OperationPlan> {
+    OperationPlan::new(
+        name,
         [OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32)?],
         Arithmetic::Binary32,
         None,
         None,
         DType::FLOAT32,
-    )?;
+    )
+}
+
+/// Defines `name(x)`, a differentiable operation whose one result is declared an alias of `x`
+/// with the layout `view` gives for `x` (gradients pass through).
+fn aliasing_operation(
+    name: &str,
+    view: fn(&Tensor) -> Result<strideweave::Layout>,
+) -> strideweave::operation::OperationDefinition {
+    let schema = OperationSchema::new(
+        [OperandSpec::new("x", OperandKind::Tensor, true).unwrap()],
+        [],
+    )
+    .unwrap();
+    let resolve = move |call: &BoundOperationCall| -> Result<ResolvedInvocation> {
+        let result = ResultSpec::new(DType::FLOAT32, view(call.tensor(0)?)?).aliasing(0);
+        ResolvedInvocation::new(
+            call.clone(),
+            unary_plan(call.definition().name())?,
+            [result],
+            [],
+            None,
+        )
+    };
+    let vjp = Vjp::rule(|_, cotangents| Ok(cotangents.to_vec()));
+    define_operation(name, schema, resolve, None, vjp).unwrap()
+}
+
+/// `views.first(x)`: a view of the first element of `x`.
+fn first_element_view() -> strideweave::operation::OperationDefinition {
+    static DEFINITION: std::sync::OnceLock<strideweave::operation::OperationDefinition> =
+        std::sync::OnceLock::new();
+    *DEFINITION.get_or_init(|| aliasing_operation("views.first", |_| Ok("1:1".parse()?)))
+}
+
+#[test]
+fn a_declared_view_of_an_operand_is_published() -> Result<()> {
+    let operation = first_element_view();
+    let plan = unary_plan(operation.name())?;
     let class = CarrierClass::mint("DeclaredView", ClassKind::Independent);
     let pattern = KernelPattern::new(
         &operation,
@@ -368,45 +377,17 @@ fn a_declared_view_of_an_operand_is_published() -> Result<()> {
     Ok(())
 }
 
-/// `views.same(x)`: `x` itself, declared as an alias of operand 0; gradients pass through.
+/// `views.same(x)`: `x` itself.
 fn same_operation() -> strideweave::operation::OperationDefinition {
     static DEFINITION: std::sync::OnceLock<strideweave::operation::OperationDefinition> =
         std::sync::OnceLock::new();
-    *DEFINITION.get_or_init(|| {
-        let schema = OperationSchema::new(
-            [OperandSpec::new("x", OperandKind::Tensor, true).unwrap()],
-            [],
-        )
-        .unwrap();
-        let resolve = |call: &BoundOperationCall| -> Result<ResolvedInvocation> {
-            let x = call.tensor(0)?;
-            let plan = OperationPlan::new(
-                call.definition().name(),
-                [OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32)?],
-                Arithmetic::Binary32,
-                None,
-                None,
-                DType::FLOAT32,
-            )?;
-            let result = ResultSpec::new(DType::FLOAT32, x.layout().clone()).aliasing(0);
-            ResolvedInvocation::new(call.clone(), plan, [result], [], None)
-        };
-        let vjp = Vjp::rule(|_, cotangents| Ok(cotangents.to_vec()));
-        define_operation("views.same", schema, resolve, None, vjp).unwrap()
-    })
+    *DEFINITION.get_or_init(|| aliasing_operation("views.same", |x| Ok(x.layout().clone())))
 }
 
 #[test]
 fn an_exact_alias_leaves_its_operands_autograd_state_alone() -> Result<()> {
     let same = same_operation();
-    let plan = OperationPlan::new(
-        same.name(),
-        [OperandPlan::tensor(DType::FLOAT32, DType::FLOAT32)?],
-        Arithmetic::Binary32,
-        None,
-        None,
-        DType::FLOAT32,
-    )?;
+    let plan = unary_plan(same.name())?;
     let echo = KernelPattern::new(
         &same,
         [OperationCapability::from_plan(plan)],
