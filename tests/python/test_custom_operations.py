@@ -258,6 +258,11 @@ def test_a_required_option_must_be_given() -> None:
         assert isinstance(x, sw.Tensor)
         return sw.ResolvedInvocation(call, tensor_plan(call.definition.name, 1), [sw.ResultSpec(F32, x.shape)])
 
+    # The original's spelling: a missing default is REQUIRED; an explicit None is a default.
+    assert sw.OptionSpec("power").default is sw.REQUIRED
+    assert sw.OptionSpec("power", None).default is None and sw.OptionSpec("p", default=2).default == 2
+    with pytest.raises(TypeError, match="^OptionSpec takes a name and at most one default$"):
+        sw.OptionSpec("power", 1, 2)  # type: ignore[call-arg]
     option = sw.OptionSpec("power", sw.REQUIRED)
     assert option.name == "power" and option.default is sw.REQUIRED
     op = sw.define_operation(fresh("power"), schema("x", options=[option]), resolve, vjp=sw.NON_DIFFERENTIABLE)

@@ -350,13 +350,30 @@ impl PyOptionSpec {
         Err(crate::errors::frozen_field(py, name))
     }
 
+    /// `OptionSpec(name, default=REQUIRED)`: an option the call must give unless it has a
+    /// default.
     #[new]
-    fn py_new(name: &Bound<'_, PyAny>, default: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (name, *args, **kwargs))]
+    fn py_new(
+        name: &Bound<'_, PyAny>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
         let name = expect_str(name, "OptionSpec name")?;
-        let default = if is_marker(default, REQUIRED) {
-            None
-        } else {
-            Some(to_option_value(default, "OptionSpec default")?)
+        // `default` may be given by position or keyword, and is `REQUIRED` when absent (an
+        // explicit `None` is the default value None).
+        let keyword = kwargs.map(|k| k.get_item("default")).transpose()?.flatten();
+        let extra = kwargs.map_or(0, |k| k.len()) - usize::from(keyword.is_some());
+        let given: Vec<Bound<'_, PyAny>> = args.iter().chain(keyword).collect();
+        if given.len() > 1 || extra > 0 {
+            return Err(PyTypeError::new_err(
+                "OptionSpec takes a name and at most one default",
+            ));
+        }
+        let default = match given.first() {
+            None => None,
+            Some(marker) if is_marker(marker, REQUIRED) => None,
+            Some(value) => Some(to_option_value(value, "OptionSpec default")?),
         };
         let inner = OptionSpec::new(&name, default).py()?;
         Ok(PyOptionSpec { inner })
