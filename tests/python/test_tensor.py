@@ -88,6 +88,15 @@ def test_operation_functions(matrix: sw.Tensor) -> None:
     assert sw.reduce_sum(matrix).to_list() == [9.0, 12.0]
     accumulated = sw.reduce_sum(matrix, sw.DType.Float64)
     assert accumulated.dtype() is sw.DType.Float32 and accumulated.to_list() == [9.0, 12.0]
+    # The original's keyword spelling.
+    assert sw.reduce_sum(matrix, accumulator_dtype=sw.DType.Float64).to_list() == [9.0, 12.0]
+    assert sw.matmul(matrix, matrix, accumulator_dtype=sw.DType.Float64).to_list() == sw.matmul(matrix, matrix).to_list()
+    with pytest.raises(TypeError):
+        sw.reduce_sum(matrix, accumulator=sw.DType.Float64)  # type: ignore[call-arg]
+    y = sw.neg(matrix)
+    y.retain_grad(retain=True)
+    with pytest.raises(ValueError, match="retain_grad\\(retain=False\\) is not supported"):
+        y.retain_grad(retain=False)
     assert sw.reduce_max(matrix).to_list() == [5.0, 6.0]
     assert sw.relu(matrix - matrix * 2).to_list() == [[0.0] * 3, [0.0] * 3]
     assert sw.lt(matrix, 3.0).to_list() == [[True, False, False], [True, False, False]]

@@ -290,16 +290,16 @@ fn accumulator_arg(accumulator: Option<&Bound<'_, PyAny>>) -> PyResult<Option<st
         .transpose()
 }
 
-/// The sum over mode 1 of a two-mode tensor, accumulated in `accumulator` if given.
+/// The sum over mode 1 of a two-mode tensor, accumulated in `accumulator_dtype` if given.
 #[pyfunction]
-#[pyo3(signature = (x, accumulator=None))]
+#[pyo3(signature = (x, accumulator_dtype=None))]
 pub fn reduce_sum(
     py: Python<'_>,
     x: &Bound<'_, PyAny>,
-    accumulator: Option<&Bound<'_, PyAny>>,
+    accumulator_dtype: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
     let x = expect_tensor(x, "reduce_sum x")?;
-    let accumulator = accumulator_arg(accumulator)?;
+    let accumulator = accumulator_arg(accumulator_dtype)?;
     crate::finalization::detach(py, || match accumulator {
         None => ops::reduce_sum(&x),
         Some(dtype) => ops::reduce_sum_with(&x, dtype),
@@ -308,18 +308,19 @@ pub fn reduce_sum(
     .map(wrap)
 }
 
-/// `(N,K)·(M,K) → (N,M)`: mode 1 of both is contracted.
+/// `(N,K)·(M,K) → (N,M)`: mode 1 of both is contracted, accumulated in `accumulator_dtype`
+/// if given.
 #[pyfunction]
-#[pyo3(signature = (lhs, rhs, accumulator=None))]
+#[pyo3(signature = (lhs, rhs, accumulator_dtype=None))]
 pub fn matmul(
     py: Python<'_>,
     lhs: &Bound<'_, PyAny>,
     rhs: &Bound<'_, PyAny>,
-    accumulator: Option<&Bound<'_, PyAny>>,
+    accumulator_dtype: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyTensor> {
     let lhs = expect_tensor(lhs, "matmul lhs")?;
     let rhs = expect_tensor(rhs, "matmul rhs")?;
-    let accumulator = accumulator_arg(accumulator)?;
+    let accumulator = accumulator_arg(accumulator_dtype)?;
     crate::finalization::detach(py, || match accumulator {
         None => ops::matmul(&lhs, &rhs),
         Some(dtype) => ops::matmul_with(&lhs, &rhs, dtype),
@@ -619,8 +620,15 @@ impl PyTensor {
         self.inner.is_differentiable()
     }
 
-    /// Keeps `.grad` for this non-leaf tensor in later backward passes.
-    fn retain_grad(&self) -> PyResult<()> {
+    /// Keeps `.grad` for this non-leaf tensor in later backward passes (`retain=True`, the
+    /// original's argument; retaining cannot be undone, so `retain=False` is a ValueError).
+    #[pyo3(signature = (retain=true))]
+    fn retain_grad(&self, retain: bool) -> PyResult<()> {
+        if !retain {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "retain_grad(retain=False) is not supported: a tensor keeps .grad once it retains it",
+            ));
+        }
         self.inner.retain_grad().py()
     }
 
