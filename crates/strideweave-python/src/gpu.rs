@@ -162,6 +162,23 @@ mod device {
 }
 
 /// Runs `make` without the GIL (device work may wait on the device).
+/// The checked `(size, *, mutable=True, dtype=DType.Float32, empty=False)` arguments of a
+/// device class named `class`: the size, the mutability and the dtype. `empty` is checked
+/// and needs nothing more: a fresh device buffer is zero-filled either way.
+fn device_arguments(
+    class: &str,
+    size: &Bound<'_, PyAny>,
+    mutable: Option<&Bound<'_, PyAny>>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    empty: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(usize, bool, DType)> {
+    let size = to_index(size, &format!("{class} size"))?;
+    let mutable = bool_arg(mutable, true, &format!("{class} mutable"))?;
+    let dtype = stored_dtype(dtype, class)?;
+    bool_arg(empty, false, &format!("{class} empty"))?;
+    Ok((size, mutable, dtype))
+}
+
 fn detached<T: Send>(
     py: Python<'_>,
     make: impl FnOnce() -> strideweave::Result<T> + Send,
@@ -201,11 +218,7 @@ impl PyMetal {
         dtype: Option<&Bound<'_, PyAny>>,
         empty: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let size = to_index(size, "Metal size")?;
-        let mutable = bool_arg(mutable, true, "Metal mutable")?;
-        let dtype = stored_dtype(dtype, "Metal")?;
-        // A fresh device buffer is zero-filled either way.
-        bool_arg(empty, false, "Metal empty")?;
+        let (size, mutable, dtype) = device_arguments("Metal", size, mutable, dtype, empty)?;
         let carrier = detached(py, || device::metal_carrier(size, dtype, mutable))?;
         Ok(construct::<PyMetal>(carrier))
     }
@@ -251,10 +264,7 @@ impl PyGpu {
         dtype: Option<&Bound<'_, PyAny>>,
         empty: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let size = to_index(size, "Gpu size")?;
-        let mutable = bool_arg(mutable, true, "Gpu mutable")?;
-        let dtype = stored_dtype(dtype, "Gpu")?;
-        bool_arg(empty, false, "Gpu empty")?;
+        let (size, mutable, dtype) = device_arguments("Gpu", size, mutable, dtype, empty)?;
         let carrier = detached(py, || device::gpu_carrier(size, dtype, mutable))?;
         Ok(construct::<PyGpu>(carrier))
     }
