@@ -13,6 +13,7 @@ use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyTuple, PyType, PyWeakrefReference};
 use pyo3::{PyClass, PyClassInitializer, PyTraverseError, PyVisit};
+use strideweave::carrier::ClassKind;
 use strideweave::carriers::extension::FreshRequest;
 use strideweave::carriers::{Cpu, Evictable, FileBacked, Generic, TileResidency, TiledEvictable};
 use strideweave::{Carrier, DType, Value};
@@ -56,6 +57,9 @@ pub struct PyCarrier {
     /// instance of a Python class, the one its provider state holds to the instance; for a
     /// TiledEvictable with a Python residency policy, the one its policy holds to the policy.
     link: OnceLock<Arc<InstanceLink>>,
+    /// For an instance of a definition-free `DependentCarrier` class: its finalization state
+    /// and capability snapshot (`crate::legacy_dependent`).
+    dependent: OnceLock<crate::legacy_dependent::LegacyDependent>,
 }
 
 impl PyCarrier {
@@ -66,7 +70,25 @@ impl PyCarrier {
             facet: OnceLock::new(),
             fresh: OnceLock::new(),
             link: OnceLock::new(),
+            dependent: OnceLock::new(),
         }
+    }
+
+    /// The finalization state of a definition-free dependent instance, if this is one.
+    pub(crate) fn legacy_dependent(&self) -> Option<&crate::legacy_dependent::LegacyDependent> {
+        self.dependent.get()
+    }
+
+    /// Takes `carrier` as this object's core carrier (a definition-free dependent instance's,
+    /// built when it finalizes) and remembers `object` as its Python object.
+    pub(crate) fn adopt(
+        &self,
+        py: Python<'_>,
+        carrier: Carrier,
+        object: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let _ = self.inner.set(carrier.clone());
+        remember(py, &carrier, object)
     }
 
     /// Remembers the link the core carrier's provider state holds to this very object.
@@ -118,16 +140,23 @@ impl PyCarrier {
                  is first used)"
             )));
         }
-        let carrier = crate::legacy::construct(slf.as_any(), class)?;
+        if class.kind() == ClassKind::Dependent {
+            let state = crate::legacy_dependent::LegacyDependent::new(name.to_owned(), class);
+            let _ = slf.get().dependent.set(state);
+            return Ok(());
+        }
+        let carrier = crate::legacy::construct(slf.as_any(), class, None)?;
         let _ = slf.get().inner.set(carrier.clone());
         remember(py, &carrier, slf.as_any())?;
         Ok(())
     }
 
-    /// The core carrier, or a Type error when the object was never constructed.
+    /// The core carrier, or a Type error when the object was never constructed (a
+    /// definition-free dependent instance's own error while it has none).
     pub fn carrier(&self) -> PyResult<&Carrier> {
-        self.inner.get().ok_or_else(|| {
-            PyTypeError::new_err("this Carrier was not constructed by a carrier class")
+        self.inner.get().ok_or_else(|| match self.dependent.get() {
+            Some(state) => state.no_storage(),
+            None => PyTypeError::new_err("this Carrier was not constructed by a carrier class"),
         })
     }
 }
@@ -560,6 +589,9 @@ impl PyCarrier {
         py: Python<'_>,
         operation_name: Option<&str>,
     ) -> PyResult<Py<PyTuple>> {
+        if let Some(state) = self.dependent.get() {
+            return state.capabilities(py, operation_name);
+        }
         let carrier = self.carrier()?;
         let capabilities = crate::finalization::detach(py, || carrier.capabilities());
         crate::capabilities::capability_tuple(py, capabilities.iter(), operation_name)
@@ -569,6 +601,9 @@ impl PyCarrier {
     #[pyo3(name = "supports_operation_plan")]
     fn supports_plan(&self, py: Python<'_>, plan: &Bound<'_, PyAny>) -> PyResult<bool> {
         let plan = crate::capabilities::plan_arg(plan, "supports_operation_plan plan")?;
+        if let Some(state) = self.dependent.get() {
+            return Ok(state.matching(py, &plan)?.is_some());
+        }
         let carrier = self.carrier()?;
         Ok(crate::finalization::detach(py, || {
             carrier.supports_operation_plan(&plan)
@@ -583,6 +618,9 @@ impl PyCarrier {
         plan: &Bound<'_, PyAny>,
     ) -> PyResult<Option<String>> {
         let plan = crate::capabilities::plan_arg(plan, "unsupported_plan_reason plan")?;
+        if let Some(state) = self.dependent.get() {
+            return state.reason(py, &plan);
+        }
         let carrier = self.carrier()?;
         Ok(crate::finalization::detach(py, || {
             carrier.unsupported_plan_reason(&plan)
@@ -596,6 +634,16 @@ impl PyCarrier {
         plan: &Bound<'_, PyAny>,
     ) -> PyResult<Py<PyOperationCapability>> {
         let plan = crate::capabilities::plan_arg(plan, "require_operation_plan plan")?;
+        if let Some(state) = self.dependent.get() {
+            if let Some(found) = state.matching(py, &plan)? {
+                return Ok(found);
+            }
+            let reason = state.reason(py, &plan)?.unwrap_or_default();
+            return Err(strideweave::Error::UnsupportedOperationPlan(
+                strideweave::UnsupportedOperationPlan::new(plan.operation(), [reason]),
+            ))
+            .py();
+        }
         let carrier = self.carrier()?;
         let found = crate::finalization::detach(py, || carrier.matching_capability(&plan));
         match found {

@@ -54,6 +54,23 @@ impl PyDependentCarrier {
         }
         Ok(PyClassInitializer::from(PyCarrier::unconstructed()).add_subclass(PyDependentCarrier))
     }
+
+    /// The capabilities this instance executes, for a definition-free dependent class to
+    /// implement: called once, by `_finalize_dependent_capabilities()`. The base's is
+    /// unimplemented (`NotImplementedError` naming the class).
+    fn _generate_operation_capabilities(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        Err(crate::legacy_dependent::generate_unimplemented(
+            slf.as_any(),
+        ))
+    }
+
+    /// Freezes a definition-free instance's generated capabilities, once, as the last step of
+    /// its construction; the instance answers capability queries (and, when its class
+    /// defines storage hooks, holds values) from then on. A definition-backed instance
+    /// finalized at construction and has nothing left to do.
+    fn _finalize_dependent_capabilities(slf: &Bound<'_, Self>) -> PyResult<()> {
+        crate::legacy_dependent::finalize(slf.as_super())
+    }
 }
 
 /// The Python instance of a dependent carrier, for its composite callbacks.

@@ -18,7 +18,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyTuple, PyType};
 use strideweave::carrier::{CarrierClass, DefinitionFreeCarrier};
-use strideweave::operation::{Operand, Operation, ResolvedInvocation};
+use strideweave::operation::{Operand, Operation, OperationCapability, ResolvedInvocation};
 use strideweave::{Carrier, DType, Error, Result, Tensor, Value};
 
 use crate::callback_error::park;
@@ -36,6 +36,10 @@ pub struct PyLegacyBody {
     /// The extent, owned by the framework: read from `size()` at construction, set again when
     /// `_allocate` grows the carrier.
     extent: AtomicUsize,
+    /// A definition-free `DependentCarrier`'s capabilities, frozen by its
+    /// `_finalize_dependent_capabilities()`; `None` for an independent class, whose
+    /// declaration answers.
+    snapshot: Option<Arc<[OperationCapability]>>,
 }
 
 impl PyLegacyBody {
@@ -244,6 +248,10 @@ impl DefinitionFreeCarrier for PyLegacyBody {
         Ok(())
     }
 
+    fn instance_capabilities(&self) -> Option<Arc<[OperationCapability]>> {
+        self.snapshot.clone()
+    }
+
     /// `_dispatch_op(name)`, which must return a fresh `Operation`; a class without the hook
     /// runs no operation (NotImplemented).
     fn dispatch_op(&self, name: &str) -> Result<Operation> {
@@ -310,8 +318,13 @@ pub fn take_dispatched() -> Option<Py<PyAny>> {
 
 /// Builds the core carrier of `instance`, a definition-free Python carrier whose class is
 /// `class`: reads `dtype()`, `_is_mutable()` (False when the class does not define it) and
-/// `size()` once, and links the instance.
-pub fn construct(instance: &Bound<'_, PyAny>, class: CarrierClass) -> PyResult<Carrier> {
+/// `size()` once, and links the instance. `snapshot` is a dependent instance's frozen
+/// capabilities (`None` for an independent class).
+pub fn construct(
+    instance: &Bound<'_, PyAny>,
+    class: CarrierClass,
+    snapshot: Option<Arc<[OperationCapability]>>,
+) -> PyResult<Carrier> {
     let py = instance.py();
     let name = class.name();
     let dtype = instance.call_method0("dtype")?;
@@ -345,13 +358,17 @@ pub fn construct(instance: &Bound<'_, PyAny>, class: CarrierClass) -> PyResult<C
         ))
     })?;
     let link = InstanceLink::new(instance.clone().unbind());
-    instance.cast::<PyCarrier>()?.get().set_link(&link);
     let body = PyLegacyBody {
-        link,
+        link: Arc::clone(&link),
         class,
         extent: AtomicUsize::new(size),
+        snapshot,
     };
-    crate::finalization::detach(py, || Carrier::new(body, dtype, mutable)).py()
+    let carrier = crate::finalization::detach(py, || Carrier::new(body, dtype, mutable)).py()?;
+    // Only a carrier that exists links its object: a refused construction leaves the
+    // instance as it was, free to be constructed again.
+    instance.cast::<PyCarrier>()?.get().set_link(&link);
+    Ok(carrier)
 }
 
 /// The Python instance behind a definition-free Python carrier.

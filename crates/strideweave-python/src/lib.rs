@@ -16,6 +16,7 @@ mod finalization;
 mod gpu;
 mod layout;
 mod legacy;
+mod legacy_dependent;
 mod movement;
 mod moves;
 mod numpy_interop;

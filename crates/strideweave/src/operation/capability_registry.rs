@@ -112,7 +112,8 @@ pub fn register_operation_capabilities(
 ) -> Result<()> {
     if class.kind() == ClassKind::Dependent {
         return Err(Error::Type(format!(
-            "{class} is a dependent carrier class: its capabilities derive from its tiers, not a declaration"
+            "{class} is a DependentCarrier implementation (a dependent carrier class): its \
+             capabilities derive from each instance's dependencies, not a class declaration"
         )));
     }
     if class.is_shipped() {
@@ -229,8 +230,9 @@ pub fn unsupported_plan_reason(class: CarrierClass, plan: &OperationPlan) -> Opt
 }
 
 /// The reason `plan` is missing from `declared` (the capabilities of `class`, or of an
-/// instance snapshot of it), in the two forms of [`unsupported_plan_reason`].
-pub(crate) fn missing_plan_reason(
+/// instance snapshot of it), in the two forms of [`unsupported_plan_reason`]: what a binding
+/// answers for an instance snapshot it keeps itself.
+pub fn missing_plan_reason(
     class: CarrierClass,
     declared: &[OperationCapability],
     plan: &OperationPlan,

@@ -23,12 +23,11 @@ pub use builtin::{Builtin, BUILTIN_OPERATIONS};
 pub use call_one::call_one;
 pub use capability::{OperandCapability, OperationCapability};
 pub use capability_registry::{
-    capabilities_for_carrier_class, matching_capability, register_operation_capabilities,
-    require_capability, supports_operation_plan, unsupported_plan_reason,
+    capabilities_for_carrier_class, matching_capability, missing_plan_reason,
+    register_operation_capabilities, require_capability, supports_operation_plan,
+    unsupported_plan_reason,
 };
-pub(crate) use capability_registry::{
-    check_capability, missing_plan_reason, seal_definition_capabilities,
-};
+pub(crate) use capability_registry::{check_capability, seal_definition_capabilities};
 pub use definition::{
     define_operation, operation_definition, operation_definitions, OperationDefinition,
     ReferenceFn, ResolveFn,
