@@ -8,8 +8,15 @@ from strideweave.carriers import extension
 import pytest
 
 
+# The names of `__all__` written in Python over a native base of the same name.
+PYTHON_OVER_NATIVE = {"KernelExecutionInterface"}
+
+
 def test_top_level_names_are_the_native_objects() -> None:
     for name in sw.__all__:
+        if name in PYTHON_OVER_NATIVE:
+            assert issubclass(getattr(sw, name), getattr(native, name)), name
+            continue
         assert getattr(sw, name) is getattr(native, name), name
 
 

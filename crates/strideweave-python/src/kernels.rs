@@ -29,29 +29,48 @@ use crate::prepared::{accept, expect_callable, materialize, non_empty_str, PyUns
 /// carrier's execution context. Subclass it to add device, stream or workspace facilities;
 /// the public identity is always `(type(interface), interface.version)`.
 ///
-/// A subclass sets its own attributes in its `__init__` and calls
-/// `super().__init__(version)`; once a `KernelProvider` or `KernelPack` holds the interface,
-/// no attribute can be set or deleted.
+/// This native class is the base of `strideweave.KernelExecutionInterface`, the package's
+/// Python subclass, which refuses attribute changes once the interface is sealed (its
+/// `__setattr__` asks [`_check_attribute_change`](Self::_check_attribute_change)). The
+/// refusal lives at the Python level so that a subclass may still set its own fields with
+/// `object.__setattr__` (CPython refuses that call past a native `__setattr__`). A subclass
+/// sets its own attributes in its `__init__` and calls `super().__init__(version)`; once a
+/// `KernelProvider` or `KernelPack` holds the interface, no attribute can be set or deleted
+/// through assignment, and its identity is the one it had then.
 #[pyclass(
     name = "KernelExecutionInterface",
-    module = "strideweave",
+    module = "strideweave._native",
     subclass,
     frozen
 )]
 pub struct PyKernelExecutionInterface {
     version: OnceLock<String>,
     sealed: AtomicBool,
+    /// The exact type when the interface was sealed: its identity from then on.
+    sealed_type: OnceLock<Py<PyType>>,
 }
 
 #[pymethods]
 impl PyKernelExecutionInterface {
     #[new]
+    #[classmethod]
     #[pyo3(signature = (*_args, **_kwargs))]
-    fn py_new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
-        PyKernelExecutionInterface {
+    fn py_new(
+        cls: &Bound<'_, PyType>,
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        if cls.is(cls.py().get_type::<PyKernelExecutionInterface>()) {
+            return Err(PyTypeError::new_err(
+                "strideweave._native.KernelExecutionInterface is the native base: construct \
+                 strideweave.KernelExecutionInterface or a subclass of it",
+            ));
+        }
+        Ok(PyKernelExecutionInterface {
             version: OnceLock::new(),
             sealed: AtomicBool::new(false),
-        }
+            sealed_type: OnceLock::new(),
+        })
     }
 
     fn __init__(&self, version: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -78,24 +97,17 @@ impl PyKernelExecutionInterface {
         PyTuple::new(
             slf.py(),
             [
-                slf.get_type().into_any(),
+                slf.get().identity_type(slf).into_any(),
                 PyString::new(slf.py(), &version).into_any(),
             ],
         )
     }
 
-    fn __setattr__(
-        slf: &Bound<'_, Self>,
-        name: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        slf.get().check_unsealed(slf, name)?;
-        generic_setattr(slf.as_any(), name, Some(value))
-    }
-
-    fn __delattr__(slf: &Bound<'_, Self>, name: &Bound<'_, PyAny>) -> PyResult<()> {
-        slf.get().check_unsealed(slf, name)?;
-        generic_setattr(slf.as_any(), name, None)
+    /// Refuses a change of attribute `name` (an `AttributeError`) when it is the version or
+    /// the interface is sealed: what the package class's `__setattr__` and `__delattr__` ask
+    /// before they change anything.
+    fn _check_attribute_change(slf: &Bound<'_, Self>, name: &Bound<'_, PyAny>) -> PyResult<()> {
+        slf.get().check_unsealed(slf, name)
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -111,27 +123,15 @@ impl PyKernelExecutionInterface {
     }
 }
 
-/// Sets (or, for `None`, deletes) an attribute through the generic attribute protocol an
-/// unsealed interface defers to (instance dictionary and data descriptors).
-fn generic_setattr(
-    object: &Bound<'_, PyAny>,
-    name: &Bound<'_, PyAny>,
-    value: Option<&Bound<'_, PyAny>>,
-) -> PyResult<()> {
-    let value = value.map_or(std::ptr::null_mut(), Bound::as_ptr);
-    // SAFETY: the GIL is held (the `Bound` references prove it) and every pointer is a live
-    // object borrowed for the duration of the call; a null value asks for deletion, as the
-    // C API documents for PyObject_GenericSetAttr.
-    let status =
-        unsafe { pyo3::ffi::PyObject_GenericSetAttr(object.as_ptr(), name.as_ptr(), value) };
-    if status == 0 {
-        Ok(())
-    } else {
-        Err(PyErr::fetch(object.py()))
-    }
-}
-
 impl PyKernelExecutionInterface {
+    /// The type of the identity: the exact type at sealing, the current one before.
+    fn identity_type<'py>(&self, slf: &Bound<'py, Self>) -> Bound<'py, PyType> {
+        match self.sealed_type.get() {
+            Some(sealed) => sealed.bind(slf.py()).clone(),
+            None => slf.get_type(),
+        }
+    }
+
     fn checked_version(&self) -> PyResult<&str> {
         self.version.get().map(String::as_str).ok_or_else(|| {
             PyTypeError::new_err(
@@ -147,7 +147,7 @@ impl PyKernelExecutionInterface {
             .is_ok_and(|n| n.to_cow().is_ok_and(|n| n == "version"))
         {
             return Err(PyAttributeError::new_err(
-                "KernelExecutionInterface version is read-only",
+                "KernelExecutionInterface version is immutable (read-only)",
             ));
         }
         if self.sealed.load(Ordering::Acquire) {
@@ -183,6 +183,10 @@ fn interface_handle(object: &Bound<'_, PyAny>, what: &str) -> PyResult<Interface
         ))
     })?;
     let version = interface.get().checked_version()?.to_owned();
+    let _ = interface
+        .get()
+        .sealed_type
+        .set(interface.get_type().unbind());
     interface.get().sealed.store(true, Ordering::Release);
     InterfaceHandle::new(PythonInterface {
         version,
@@ -208,7 +212,7 @@ fn interface_object(py: Python<'_>, handle: &InterfaceHandle) -> strideweave::Re
 fn identity_of<'py>(interface: &Bound<'py, PyAny>) -> Option<(Bound<'py, PyType>, String)> {
     let held = interface.cast::<PyKernelExecutionInterface>().ok()?;
     let version = held.get().version.get()?.clone();
-    Some((interface.get_type(), version))
+    Some((held.get().identity_type(held), version))
 }
 
 /// Whether two Python interfaces have one identity: the same exact type and version.

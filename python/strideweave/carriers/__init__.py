@@ -29,7 +29,6 @@ from .._native import (
     CarrierFacet as CarrierFacet,
     CompositeProvider as CompositeProvider,
     DType as DType,
-    KernelExecutionInterface as KernelExecutionInterface,
     KernelPack as KernelPack,
     KernelPattern as KernelPattern,
     KernelProvider as KernelProvider,
@@ -43,6 +42,7 @@ from .._native import (
     register_carrier_definition as register_carrier_definition,
     register_kernel_pack as register_kernel_pack,
 )
+from .._kernel_interface import KernelExecutionInterface as KernelExecutionInterface
 from .._native import Gpu as Gpu
 from .._native import GpuHost as GpuHost
 from .._native import Metal as Metal

@@ -19,7 +19,6 @@ from .._native import (
 from .._native import (
     CompositeProvider as CompositeProvider,
     DependentCarrier as DependentCarrier,
-    KernelExecutionInterface as KernelExecutionInterface,
     KernelPack as KernelPack,
     KernelPattern as KernelPattern,
     KernelProvider as KernelProvider,
@@ -38,6 +37,7 @@ from .._native import (
     operation_definition as operation_definition,
     register_kernel_pack as register_kernel_pack,
 )
+from .._kernel_interface import KernelExecutionInterface as KernelExecutionInterface
 
 T_co = TypeVar("T_co", covariant=True)
 
