@@ -11,6 +11,10 @@
 //! - [`average_gradients`]: the gradient exchange of data-parallel training, after
 //!   `backward`, in one collective.
 //! - [`MpiHost`]: the host-memory carrier class the operation runs on.
+//! - [`Cluster`], [`ClusterMemory`] and [`ClusterLocal`]: cluster memory as a tier — a
+//!   carrier class whose slots live in other ranks' memory, and the host-memory class that
+//!   computes on this rank, the two tiers of a `TiledEvictable` that streams a tensor held
+//!   by other ranks.
 //!
 //! Every collective first exchanges a small header, so ranks that pass different shapes,
 //! dtypes or reductions each get an error saying what differed, and waits for its peers at
@@ -32,6 +36,7 @@
 //! ```
 
 mod all_reduce;
+mod cluster;
 mod communicator;
 mod gradients;
 mod host;
@@ -40,6 +45,10 @@ mod registration;
 mod runtime;
 
 pub use all_reduce::{all_reduce, Reduction, OPERATION};
+pub use cluster::{
+    Cluster, ClusterLocal, ClusterMemory, LocalSlots, RemoteSlots, RequestKind, ServeSummary,
+    ServerFault,
+};
 pub use communicator::{Communicator, FailPoint};
 pub use gradients::average_gradients;
 pub use host::{MpiHost, POOLED_BUFFERS, POOLED_BYTES, POOLED_MIN};
