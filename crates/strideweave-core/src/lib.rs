@@ -21,6 +21,7 @@ pub mod carrier;
 pub mod carriers;
 pub mod dtype;
 pub mod error;
+pub mod internal;
 mod kernels;
 pub mod limits;
 pub mod movement;

@@ -86,7 +86,7 @@ pub(crate) fn allocation_refused(count: usize, element_bytes: usize, what: Strin
 
 /// Checks that `count` elements of `T` fit in this process's memory (see
 /// [`check_allocation`]).
-pub(crate) fn check_fits<T>(count: usize, what: impl FnOnce() -> String) -> Result<()> {
+pub fn check_fits<T>(count: usize, what: impl FnOnce() -> String) -> Result<()> {
     check_allocation(count, std::mem::size_of::<T>(), what)
 }
 

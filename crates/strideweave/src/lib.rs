@@ -19,9 +19,19 @@
 //! seed contract and whose message names what is at fault.
 
 pub use strideweave_core::{
-    autograd, carrier, carriers, dtype, error, limits, movement, operation, ops, parallelism,
-    tensor,
+    autograd, carrier, dtype, error, limits, movement, operation, ops, parallelism, tensor,
 };
+
+/// The shipped carriers, the carrier extension (`carriers::extension`) and TiledEvictable's
+/// residency vocabulary, under one path whichever crate implements them.
+pub mod carriers {
+    pub use strideweave_core::carriers::*;
+    pub use strideweave_tiled::{
+        AwaitProjection, AwaitResidency, AwaitScatter, CapacityPolicy, ResidencyPlan,
+        ResidencyPolicy, ResidencyPurpose, ScatterReduction, TileLocation, TileProgress,
+        TileResidency, TileSelection, TileSet, TileState, TiledEvictable, WhenPinned,
+    };
+}
 
 pub use strideweave_core::{
     register_carrier_definition, register_kernel_pack, Carrier, CarrierClass, CarrierDefinition,

@@ -60,6 +60,7 @@ const LAYERS: &[&[&str]] = &[
     &["ops"],
     &["kernels"],
     &["carriers"],
+    &["internal"],
 ];
 
 /// The upward imports the core still has, as (source file under `src/`, module it names).
@@ -220,4 +221,70 @@ fn the_core_imports_only_downward_apart_from_the_listed_debts() {
 fn the_module_reader_sees_single_and_grouped_paths_and_skips_comments() {
     let text = "use crate::a::B;\n// use crate::z::Y;\nuse crate::{c::{D, E}, f, g::H};\nlet x = crate::i::j();\n";
     assert_eq!(named_modules(text), ["a", "c", "f", "g", "i"]);
+}
+
+/// The source files of crate `name` of the workspace: `src/`, `tests/`, `examples/`, `benches/`.
+fn crate_sources(name: &str) -> Vec<std::path::PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name);
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "examples", "benches"] {
+        let dir = root.join(dir);
+        if dir.is_dir() {
+            sources(&dir, &mut files);
+        }
+    }
+    files
+}
+
+/// Users and the crates above the front door name `strideweave::…` paths only, and the
+/// framework's internal hooks reach no crate but TiledEvictable's (docs/architecture.md).
+#[test]
+fn only_the_front_door_and_the_tiled_crate_name_the_core_and_only_tiled_its_internals() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut names: Vec<String> = fs::read_dir(&crates)
+        .expect("the crates directory is readable")
+        .map(|entry| {
+            entry
+                .expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|name| name.starts_with("strideweave"))
+        .collect();
+    names.sort();
+    assert!(
+        names.len() >= 8 && names.iter().any(|n| n == "strideweave-tiled"),
+        "expected the workspace's crates, found {names:?}"
+    );
+    let mut offending = Vec::new();
+    for name in &names {
+        let (core_allowed, internal_allowed) = match name.as_str() {
+            "strideweave-core" | "strideweave-tiled" => (true, true),
+            "strideweave" => (true, false),
+            _ => (false, false),
+        };
+        for file in crate_sources(name) {
+            let text = fs::read_to_string(&file).expect("a readable source file");
+            for (number, line) in text.lines().enumerate() {
+                let names_core = line.contains("strideweave_core");
+                // Spelled in two parts so this file does not name the module itself.
+                let names_internal = line.contains(concat!("strideweave_core", "::internal"));
+                if (names_core && !core_allowed) || (names_internal && !internal_allowed) {
+                    offending.push(format!(
+                        "{}:{}: {}",
+                        file.display(),
+                        number + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        offending.is_empty(),
+        "only crates/strideweave and crates/strideweave-tiled may name strideweave_core, \
+         and only the latter its internal module:\n{}",
+        offending.join("\n")
+    );
 }

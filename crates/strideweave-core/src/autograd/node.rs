@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
 /// Computes the gradients of a node's inputs from the cotangents of its outputs.
-pub(crate) trait BackwardRule: Send + Sync {
+pub trait BackwardRule: Send + Sync {
     /// One gradient (or `None`) per input, given one cotangent (or `None`) per output.
     fn backward(
         &self,

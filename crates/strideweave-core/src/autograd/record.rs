@@ -107,7 +107,7 @@ pub(crate) fn record(invocation: &ResolvedInvocation, outputs: &[Tensor]) -> Res
 ///
 /// For framework operations outside the operation registry (TiledEvictable's `project` and
 /// `scatter`): every input is saved with its carrier version, as for a recorded call.
-pub(crate) fn record_rule(
+pub fn record_rule(
     name: &str,
     inputs: Vec<Tensor>,
     outputs: &[Tensor],

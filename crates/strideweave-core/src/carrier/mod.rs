@@ -13,6 +13,7 @@ mod facet;
 mod handle;
 mod lifecycle;
 mod scatter;
+mod tier_pair;
 
 /// Capability declarations are made for carrier classes, and read here; their registry lives
 /// with the dispatch gate that consults it.
@@ -28,3 +29,4 @@ pub use facet::CarrierFacet;
 pub use handle::Carrier;
 pub(crate) use lifecycle::Claim;
 pub use lifecycle::{OwnerAccess, OwnershipToken};
+pub use tier_pair::check_tier_pair;

@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::autograd::no_grad;
+use crate::carrier::check_tier_pair;
 use crate::carrier::{
     Carrier, CarrierClass, ClassKind, ClassOrigin, DefinitionFreeCarrier, OwnershipToken,
 };
-use crate::carriers::tier_pair::check_tier_pair;
 use crate::carriers::BlockDeviceCarrier;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};

@@ -86,11 +86,11 @@ pub fn copy_to_scratch(tensor: &Tensor, destination: &Carrier) -> Result<Tensor>
 /// [`move_to`](crate::movement::move_to) into a scratch `destination` whose previous contents
 /// nobody reads again (a freshly allocated tier carrier, the other tier of a residency
 /// transition): as [`copy_to_scratch`], the old contents are not saved first.
-pub(crate) fn move_to_scratch(tensor: &Tensor, destination: &Carrier) -> Result<Tensor> {
+pub fn move_to_scratch(tensor: &Tensor, destination: &Carrier) -> Result<Tensor> {
     move_async_to_scratch(tensor, destination)?.wait()
 }
 
 /// [`move_to_scratch`] without waiting: the handle of the move.
-pub(crate) fn move_async_to_scratch(tensor: &Tensor, destination: &Carrier) -> Result<MoveHandle> {
+pub fn move_async_to_scratch(tensor: &Tensor, destination: &Carrier) -> Result<MoveHandle> {
     start_keeping(tensor, destination, Kind::Move, false)
 }

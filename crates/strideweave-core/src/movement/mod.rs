@@ -23,8 +23,7 @@ mod unrouted;
 
 pub use asynchronous::{move_async, MoveHandle};
 pub use blocking::move_to;
-pub use copy::{copy_async, copy_to, copy_to_scratch};
-pub(crate) use copy::{move_async_to_scratch, move_to_scratch};
+pub use copy::{copy_async, copy_to, copy_to_scratch, move_async_to_scratch, move_to_scratch};
 pub use elementwise::ElementwiseMoveOperation;
 pub(crate) use operation::SlotJournal;
 pub use operation::{MoveOperation, MoveTarget};

@@ -104,7 +104,7 @@ fn current_or_new() -> Arc<Journal> {
 /// definition-backed class with a bulk read, where a read per slot may be a device round
 /// trip each), or slot by slot when the bulk read fails. A slot that cannot be read is not
 /// recorded: the write that follows fails the same way.
-pub(crate) fn note_slots(carrier: &Carrier, slots: impl IntoIterator<Item = usize>) {
+pub fn note_slots(carrier: &Carrier, slots: impl IntoIterator<Item = usize>) {
     if !journaling() {
         return;
     }

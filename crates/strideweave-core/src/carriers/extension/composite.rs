@@ -63,7 +63,7 @@ pub struct CompositeProvider {
 /// The framework-internal autograd of a shipped dependent class (TiledEvictable): its own
 /// backward rules for the operations it executes, and the gradients it may hand to the
 /// engine without a copy.
-pub(crate) trait CompositeAutograd: Send + Sync {
+pub trait CompositeAutograd: Send + Sync {
     /// The backward rule of `invocation` (a built-in this class executed), or `None` for the
     /// built-in rule.
     fn backward_rule(

@@ -7,7 +7,7 @@
 
 mod bulk;
 mod completion;
-mod composite;
+pub(crate) mod composite;
 mod defined_body;
 mod definition;
 mod execution_interface;
@@ -27,7 +27,6 @@ pub use crate::carrier::CarrierFacet;
 pub use crate::operation::provider_scope::ProviderWork;
 pub use bulk::{read_f32s, read_i32s};
 pub use completion::{CompletionCell, ProviderCompletion};
-pub(crate) use composite::CompositeAutograd;
 pub use composite::{CompositePreparation, CompositeProvider};
 pub use definition::CarrierDefinition;
 pub use execution_interface::{
