@@ -111,6 +111,82 @@ impl Tree {
     }
 }
 
+impl Tree {
+    /// The output and selection trees that undo [`Layout::rearrange`] with `output` and
+    /// `selection`: rearranging the result with them gives back the source's structure (an
+    /// omitted singleton source comes back as `1:0`).
+    ///
+    /// The reverse selection is `output` with its ids erased (each output leaf is one
+    /// source of the way back); the reverse output is `selection` with each leaf naming the
+    /// output position its source went to, or a plain leaf (a singleton) for a source the
+    /// output omitted. Fails on a duplicate id, an id beyond the selection's leaves, or a
+    /// tree nested deeper than [`MAX_NESTING`](crate::MAX_NESTING).
+    ///
+    /// ```
+    /// use strideweave_layout::{Layout, Tree, TreeNode};
+    /// let a: Layout = "(2,3):(1,2)".parse()?;
+    /// let out = Tree::new([TreeNode::Id(1), TreeNode::Leaf, TreeNode::Id(0)]);
+    /// let sel = Tree::new([TreeNode::Leaf, TreeNode::Leaf]);
+    /// let (back_out, back_sel) = Tree::reverse_rearrange(&out, &sel)?;
+    /// let there = a.rearrange(&out, Some(&sel))?;
+    /// assert_eq!(there.rearrange(&back_out, Some(&back_sel))?, a);
+    /// # Ok::<(), strideweave_layout::LayoutError>(())
+    /// ```
+    pub fn reverse_rearrange(output: &Tree, selection: &Tree) -> Result<(Tree, Tree)> {
+        check_nesting(output.depth(), &"reverse_rearrange output tree")?;
+        check_nesting(selection.depth(), &"reverse_rearrange selection tree")?;
+        let mut placed: Vec<Option<usize>> = vec![None; selection.size()];
+        let mut position = 0;
+        let reverse_selection = strip_ids(output, &mut placed, &mut position)?;
+        let mut source = 0;
+        let reverse_output = name_positions(selection, &placed, &mut source);
+        Ok((reverse_output, reverse_selection))
+    }
+}
+
+/// `output` with its ids erased, recording in `placed[source]` the output position of each
+/// named source.
+fn strip_ids(output: &Tree, placed: &mut [Option<usize>], position: &mut usize) -> Result<Tree> {
+    let mut items = Vec::with_capacity(output.items.len());
+    for item in &output.items {
+        match item {
+            TreeNode::Tree(sub) => items.push(TreeNode::Tree(strip_ids(sub, placed, position)?)),
+            TreeNode::Id(source) => {
+                let Some(slot) = placed.get_mut(*source) else {
+                    fail!(
+                        "reverse_rearrange output names source {source} of only {} selected",
+                        placed.len()
+                    );
+                };
+                if slot.replace(*position).is_some() {
+                    fail!("reverse_rearrange output places source {source} twice");
+                }
+                items.push(TreeNode::Leaf);
+                *position += 1;
+            }
+            TreeNode::Leaf => {
+                items.push(TreeNode::Leaf);
+                *position += 1;
+            }
+        }
+    }
+    Ok(Tree::new(items))
+}
+
+/// `selection` with each leaf naming where its source was placed (a plain leaf where the
+/// output omitted it).
+fn name_positions(selection: &Tree, placed: &[Option<usize>], source: &mut usize) -> Tree {
+    let items = selection.items.iter().map(|item| match item {
+        TreeNode::Tree(sub) => TreeNode::Tree(name_positions(sub, placed, source)),
+        TreeNode::Leaf | TreeNode::Id(_) => {
+            let named = placed[*source].map_or(TreeNode::Leaf, TreeNode::Id);
+            *source += 1;
+            named
+        }
+    });
+    Tree::new(items.collect::<Vec<_>>())
+}
+
 impl Layout {
     /// Builds a new hierarchy from parts of `self`.
     ///

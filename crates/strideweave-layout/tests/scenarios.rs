@@ -116,6 +116,57 @@ fn scenario_07_rearrange() {
 }
 
 #[test]
+fn reverse_rearrange_gives_the_trees_of_the_way_back() {
+    use TreeNode::{Id, Leaf};
+    let flat = |items: Vec<TreeNode>| Tree::new(items);
+    // A permutation: source k went to position output.index(k).
+    let (out, sel) = Tree::reverse_rearrange(
+        &flat(vec![Id(2), Id(0), Id(1)]),
+        &flat(vec![Leaf, Leaf, Leaf]),
+    )
+    .unwrap();
+    assert_eq!(out, flat(vec![Id(1), Id(2), Id(0)]));
+    assert_eq!(sel, flat(vec![Leaf, Leaf, Leaf]));
+    // An inserted singleton is one more source on the way back, and nobody's destination.
+    let (out, sel) =
+        Tree::reverse_rearrange(&flat(vec![Id(1), Leaf, Id(0)]), &flat(vec![Leaf, Leaf])).unwrap();
+    assert_eq!(
+        (out, sel),
+        (flat(vec![Id(2), Id(0)]), flat(vec![Leaf, Leaf, Leaf]))
+    );
+    // A nested output is selected as nested; an omitted source comes back as a plain leaf.
+    let nested = flat(vec![TreeNode::Tree(flat(vec![Id(1), Id(2)])), Id(0)]);
+    let (out, sel) = Tree::reverse_rearrange(&nested, &flat(vec![Leaf, Leaf, Leaf])).unwrap();
+    assert_eq!(out, flat(vec![Id(2), Id(0), Id(1)]));
+    assert_eq!(
+        sel,
+        flat(vec![TreeNode::Tree(flat(vec![Leaf, Leaf])), Leaf])
+    );
+    let (out, sel) = Tree::reverse_rearrange(&flat(vec![Id(0)]), &flat(vec![Leaf, Leaf])).unwrap();
+    assert_eq!((out, sel), (flat(vec![Id(0), Leaf]), flat(vec![Leaf])));
+    // Forward then back restores the structure; the omitted singleton returns as 1:0.
+    let a = layout("(2,1,3):(1,99,2)");
+    let output = flat(vec![Id(2), Id(0)]);
+    let selection = flat(vec![Leaf, Leaf, Leaf]);
+    let there = a.rearrange(&output, Some(&selection)).unwrap();
+    let (out, sel) = Tree::reverse_rearrange(&output, &selection).unwrap();
+    assert_eq!(
+        there.rearrange(&out, Some(&sel)).unwrap().to_string(),
+        "(2,1,3):(1,0,2)"
+    );
+    assert!(error(Tree::reverse_rearrange(
+        &flat(vec![Id(0), Id(0)]),
+        &flat(vec![Leaf, Leaf])
+    ))
+    .contains("places source 0 twice"));
+    assert!(error(Tree::reverse_rearrange(
+        &flat(vec![Id(2)]),
+        &flat(vec![Leaf, Leaf])
+    ))
+    .contains("names source 2 of only 2 selected"));
+}
+
+#[test]
 fn scenario_08_permute_moves_nested_modes_whole() {
     let a = layout("[2,[3,4],5]:[1,[2,6],24]");
     assert_eq!(

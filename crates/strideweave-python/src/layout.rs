@@ -198,11 +198,205 @@ impl PyLayout {
         self.inner.rank()
     }
 
-    /// Top-level mode `k` as a layout.
+    /// Top-level mode `k` as a layout; a slice selects several modes as one layout.
     fn __getitem__(&self, k: &Bound<'_, PyAny>) -> PyResult<PyLayout> {
+        if let Ok(slice) = k.cast::<pyo3::types::PySlice>() {
+            return Ok(PyLayout {
+                inner: crate::layout_helpers::slice_modes(&self.inner, slice)?,
+            });
+        }
         let k = to_index(k, "mode")?;
         Ok(PyLayout {
             inner: self.inner.mode(k).map_err(layout_err)?,
+        })
+    }
+
+    /// The top-level modes, in order.
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let modes = self
+            .inner
+            .modes()
+            .into_iter()
+            .map(|inner| Py::new(py, PyLayout { inner }))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyList::new(py, modes)?.try_iter()?.into_any().unbind())
+    }
+
+    /// Layouts are immutable: a copy is the layout itself.
+    fn __copy__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __deepcopy__(slf: Py<Self>, _memo: &Bound<'_, PyAny>) -> Py<Self> {
+        slf
+    }
+
+    /// Whether the layout is one leaf (or empty): at most one mode, not nested.
+    #[getter]
+    fn is_leaf(&self) -> bool {
+        crate::layout_helpers::is_leaf(&self.inner)
+    }
+
+    /// The `(extent, stride)` of each leaf, depth first.
+    fn infix(&self) -> Vec<(usize, usize)> {
+        crate::layout_helpers::infix(&self.inner)
+    }
+
+    /// How many coordinates reach each coordinate of `target_shape` (a `Shape` or an integer
+    /// tree) when the layout provably maps onto it uniformly, else `None`.
+    fn uniform_preimage_extent(&self, target_shape: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+        let target = to_shape(
+            &integer_tree(target_shape),
+            "uniform_preimage_extent target_shape",
+        )?;
+        Ok(self.inner.uniform_preimage_extent(&target))
+    }
+
+    /// `Layout.leaf(extent, stride)`: the rank-1 layout `extent:stride`.
+    #[staticmethod]
+    fn leaf(extent: &Bound<'_, PyAny>, stride: &Bound<'_, PyAny>) -> PyResult<PyLayout> {
+        let extent = to_index(extent, "leaf extent")?;
+        let stride = to_index(stride, "leaf stride")?;
+        Ok(PyLayout {
+            inner: crate::layout_helpers::leaf(extent, stride)?,
+        })
+    }
+
+    /// `Layout.empty()`: the rank-0 layout.
+    #[staticmethod]
+    fn empty() -> PyLayout {
+        PyLayout {
+            inner: Layout::scalar(),
+        }
+    }
+
+    /// `Layout.make_layout(*layouts)`: the layouts as modes of one (each appended).
+    #[staticmethod]
+    #[pyo3(signature = (*layouts))]
+    fn make_layout(layouts: &Bound<'_, PyTuple>) -> PyResult<PyLayout> {
+        let modes = layouts
+            .iter()
+            .map(|item| expect_layout(&item, "make_layout argument"))
+            .collect::<PyResult<Vec<_>>>()?;
+        let mut inner = Layout::scalar();
+        for mode in &modes {
+            inner = inner.append(mode).map_err(layout_err)?;
+        }
+        Ok(PyLayout { inner })
+    }
+
+    /// `Layout.get_index(layout, key)`: `layout.index(key)`.
+    #[staticmethod]
+    fn get_index(layout: &Bound<'_, PyAny>, key: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let layout = expect_layout(layout, "get_index layout")?;
+        let coord = to_int_tuple(key, "coordinate")?;
+        layout.index(&coord).map_err(layout_err)
+    }
+
+    /// `Layout.extract_profile(layout, profile=None)`: each leaf as a layout, depth first, or
+    /// with a profile `Tree`, the part of the layout at each of its leaves.
+    #[staticmethod]
+    #[pyo3(signature = (layout, profile=None))]
+    fn extract_profile(
+        layout: &Bound<'_, PyAny>,
+        profile: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<PyLayout>> {
+        let layout = expect_layout(layout, "extract_profile layout")?;
+        let profile = profile
+            .map(|p| crate::layout_helpers::tree_arg(p, "extract_profile profile"))
+            .transpose()?;
+        Ok(
+            crate::layout_helpers::extract_profile(&layout, profile.as_ref())?
+                .into_iter()
+                .map(PyLayout::new_from)
+                .collect(),
+        )
+    }
+
+    /// `Layout.flatten_layout(layout)`: `(flat, recipe)`, the leaves as one flat layout and
+    /// the `Node` recipe of the nesting.
+    #[staticmethod]
+    fn flatten_layout(
+        py: Python<'_>,
+        layout: &Bound<'_, PyAny>,
+    ) -> PyResult<(PyLayout, Vec<Py<PyAny>>)> {
+        let layout = expect_layout(layout, "flatten_layout layout")?;
+        let (flat, recipe) = crate::layout_helpers::flatten(py, &layout)?;
+        Ok((PyLayout::new_from(flat), recipe))
+    }
+
+    /// `Layout.rearrange(layout, output, selection=None)`: a new hierarchy of the parts the
+    /// selection extracts (every leaf by default), placed by the `Node.id(k)` leaves of the
+    /// output `Tree` (a plain leaf inserts `1:0`).
+    #[staticmethod]
+    #[pyo3(signature = (layout, output, selection=None))]
+    fn rearrange(
+        layout: &Bound<'_, PyAny>,
+        output: &Bound<'_, PyAny>,
+        selection: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyLayout> {
+        let layout = expect_layout(layout, "rearrange layout")?;
+        let output = crate::layout_helpers::tree_arg(output, "rearrange output")?;
+        let selection = selection
+            .map(|s| crate::layout_helpers::tree_arg(s, "rearrange selection"))
+            .transpose()?;
+        Ok(PyLayout {
+            inner: layout
+                .rearrange(&output, selection.as_ref())
+                .map_err(layout_err)?,
+        })
+    }
+
+    /// `Layout.reverse_rearrange(output, selection)`: the `(output, selection)` trees that
+    /// undo a rearrange with these.
+    #[staticmethod]
+    fn reverse_rearrange(
+        py: Python<'_>,
+        output: &Bound<'_, PyAny>,
+        selection: &Bound<'_, PyAny>,
+    ) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+        let output = crate::layout_helpers::tree_arg(output, "reverse_rearrange output")?;
+        let selection = crate::layout_helpers::tree_arg(selection, "reverse_rearrange selection")?;
+        let (back_output, back_selection) =
+            strideweave::layout::Tree::reverse_rearrange(&output, &selection)
+                .map_err(layout_err)?;
+        Ok((
+            crate::layout_helpers::py_tree(py, &back_output)?,
+            crate::layout_helpers::py_tree(py, &back_selection)?,
+        ))
+    }
+
+    /// `Layout.coalesce_by_mode(layout, profile)`: each part the profile `Tree` extracts,
+    /// coalesced, in the profile's structure.
+    #[staticmethod]
+    fn coalesce_by_mode(
+        layout: &Bound<'_, PyAny>,
+        profile: &Bound<'_, PyAny>,
+    ) -> PyResult<PyLayout> {
+        let layout = expect_layout(layout, "coalesce_by_mode layout")?;
+        let profile = crate::layout_helpers::tree_arg(profile, "coalesce_by_mode profile")?;
+        Ok(PyLayout {
+            inner: crate::layout_helpers::coalesce_by_mode(&layout, &profile)?,
+        })
+    }
+
+    /// `Layout.choose(layout, d)`: the layout of every `d`-th element (leaf modes only).
+    #[staticmethod]
+    fn choose(layout: &Bound<'_, PyAny>, d: &Bound<'_, PyAny>) -> PyResult<PyLayout> {
+        let layout = expect_layout(layout, "choose layout")?;
+        let d = to_index(d, "choose d")?;
+        Ok(PyLayout {
+            inner: crate::layout_helpers::choose(&layout, d)?,
+        })
+    }
+
+    /// `Layout.modout(layout, s)`: the extents cut to cover `s` elements (leaf modes only).
+    #[staticmethod]
+    fn modout(layout: &Bound<'_, PyAny>, s: &Bound<'_, PyAny>) -> PyResult<PyLayout> {
+        let layout = expect_layout(layout, "modout layout")?;
+        let s = to_index(s, "modout s")?;
+        Ok(PyLayout {
+            inner: crate::layout_helpers::modout(&layout, s)?,
         })
     }
 
@@ -229,8 +423,12 @@ impl PyLayout {
                     .map_err(layout_err)?,
             );
         }
-        if let Ok(list) = inner.cast::<PyList>() {
-            let tiles = to_tiler(list.as_any(), "compose tiler")?;
+        let tuple_of_layouts = inner.cast::<PyTuple>().is_ok_and(|t| {
+            t.get_item(0)
+                .is_ok_and(|first| first.cast::<PyLayout>().is_ok())
+        });
+        if inner.cast::<PyList>().is_ok() || tuple_of_layouts {
+            let tiles = to_tiler(inner, "compose tiler")?;
             return Ok(Py::new(
                 py,
                 PyLayout {
@@ -239,8 +437,12 @@ impl PyLayout {
             )?
             .into_any());
         }
-        if inner.cast::<PyTuple>().is_ok() || inner.is_instance_of::<pyo3::types::PyInt>() {
-            let shape = to_shape(inner, "compose shape")?;
+        let shape_value = !inner.is_instance_of::<PyTuple>() && inner.hasattr("top_level")?;
+        if inner.cast::<PyTuple>().is_ok()
+            || inner.is_instance_of::<pyo3::types::PyInt>()
+            || shape_value
+        {
+            let shape = to_shape(&integer_tree(inner), "compose shape")?;
             return Ok(Py::new(
                 py,
                 PyLayout {
@@ -355,10 +557,7 @@ impl PyLayout {
     /// The modes reordered: `order[j]` is the mode placed at `j`.
     #[pyo3(signature = (*order))]
     fn permute(&self, order: &Bound<'_, PyTuple>) -> PyResult<PyLayout> {
-        let order = order
-            .iter()
-            .map(|item| to_index(&item, "permute order"))
-            .collect::<PyResult<Vec<_>>>()?;
+        let order = crate::layout_helpers::permute_order(order)?;
         Ok(PyLayout {
             inner: self.inner.permute(&order).map_err(layout_err)?,
         })

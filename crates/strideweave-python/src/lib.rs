@@ -15,6 +15,7 @@ mod errors;
 mod finalization;
 mod gpu;
 mod layout;
+mod layout_helpers;
 mod legacy;
 mod legacy_dependent;
 mod movement;
