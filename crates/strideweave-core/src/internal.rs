@@ -13,13 +13,13 @@ use std::sync::Arc;
 
 pub use crate::autograd::node::BackwardRule;
 pub use crate::autograd::record::record_rule;
-pub use crate::carriers::extension::composite::CompositeAutograd;
+pub use crate::extension::composite::CompositeAutograd;
 pub use crate::operation::provider_scope::note_slots;
 
 use crate::carrier::{Carrier, OwnershipToken};
-use crate::carriers::extension::CompositeProvider;
 use crate::dtype::Value;
 use crate::error::Result;
+use crate::extension::CompositeProvider;
 use crate::operation::ResultSpec;
 use crate::tensor::Tensor;
 

@@ -21,6 +21,7 @@ pub mod carrier;
 pub mod carriers;
 pub mod dtype;
 pub mod error;
+pub mod extension;
 pub mod internal;
 mod kernels;
 pub mod limits;
@@ -31,13 +32,13 @@ pub mod parallelism;
 pub mod tensor;
 
 pub use carrier::{Carrier, CarrierClass};
-pub use carriers::extension::{
+pub use dtype::{DType, Value};
+pub use error::{Error, ErrorKind, Result, UnsupportedOperationPlan};
+pub use extension::{
     register_carrier_definition, register_kernel_pack, CarrierDefinition, CarrierFacet,
     CompositeProvider, KernelExecutionInterface, KernelPack, KernelPattern, KernelProvider,
     StorageProvider, TransferRoute, Unsupported,
 };
-pub use dtype::{DType, Value};
-pub use error::{Error, ErrorKind, Result, UnsupportedOperationPlan};
 pub use parallelism::Parallelism;
 pub use strideweave_layout as layout;
 pub use strideweave_layout::{IntTuple, Layout, LayoutError, Shape, SliceKey, Stride};

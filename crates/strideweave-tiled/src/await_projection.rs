@@ -1,7 +1,7 @@
 //! [`AwaitProjection`]: the completion handle of `TiledEvictable::project`.
 
-use strideweave_core::carriers::extension::{CompletionCell, ProviderCompletion};
 use strideweave_core::error::Result;
+use strideweave_core::extension::{CompletionCell, ProviderCompletion};
 use strideweave_core::tensor::Tensor;
 
 /// The completion handle of [`TiledEvictable::project`](crate::TiledEvictable::project).

@@ -7,8 +7,8 @@ use parking_lot::Mutex;
 use crate::tile_copy::TileCopy;
 use crate::tile_table::{Direction, TileTable};
 use crate::tile_transfer::{move_back, Landed, TileTransfer};
-use strideweave_core::carriers::extension::{CompletionCell, ProviderCompletion};
 use strideweave_core::error::{Error, Result};
+use strideweave_core::extension::{CompletionCell, ProviderCompletion};
 
 /// One promote or evict request: its tiles' transfers until they are committed, then its
 /// terminal outcome.

@@ -1,7 +1,7 @@
 //! [`AwaitScatter`]: the completion handle of `TiledEvictable::scatter`.
 
-use strideweave_core::carriers::extension::{CompletionCell, ProviderCompletion};
 use strideweave_core::error::Result;
+use strideweave_core::extension::{CompletionCell, ProviderCompletion};
 use strideweave_core::tensor::Tensor;
 
 /// The completion handle of [`TiledEvictable::scatter`](crate::TiledEvictable::scatter)

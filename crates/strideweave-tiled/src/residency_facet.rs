@@ -10,8 +10,8 @@ use crate::{
     TiledEvictable, WhenPinned,
 };
 use strideweave_core::carrier::Carrier;
-use strideweave_core::carriers::extension::CarrierFacet;
 use strideweave_core::error::{Error, Result};
+use strideweave_core::extension::CarrierFacet;
 
 /// The carrier-specific residency control plane of a TiledEvictable: tile states, promotion
 /// and eviction, and residency planning.

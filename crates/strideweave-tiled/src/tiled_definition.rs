@@ -8,10 +8,10 @@ use crate::tiled_operations;
 use crate::tiled_state::tiled_storage;
 use crate::TileResidency;
 use strideweave_core::carrier::{CarrierClass, CarrierType, ClassKind};
-use strideweave_core::carriers::extension::{
+use strideweave_core::error::Result;
+use strideweave_core::extension::{
     register_carrier_definition, CarrierDefinition, CarrierFacet, CompositeProvider,
 };
-use strideweave_core::error::Result;
 use strideweave_core::internal;
 
 /// The private Rust type naming the TiledEvictable class: only this module can name it, so

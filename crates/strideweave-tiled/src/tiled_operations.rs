@@ -14,12 +14,12 @@ use crate::tiled_work::{Work, WorkKind};
 use crate::{ResidencyPurpose as Purpose, TileLocation, TileProgress, TileResidency};
 use strideweave_core::autograd::no_grad;
 use strideweave_core::carrier::{Carrier, CarrierClass};
-use strideweave_core::carriers::extension::{
+use strideweave_core::dtype::DType;
+use strideweave_core::error::{Error, Result};
+use strideweave_core::extension::{
     CompositePreparation, CompositeProvider, PreparedComposite, ProviderResult, Submitted,
     Unsupported,
 };
-use strideweave_core::dtype::DType;
-use strideweave_core::error::{Error, Result};
 use strideweave_core::internal;
 use strideweave_core::operation::{
     call, Builtin, Operand, OperationCapability, OptionValue, ResolvedInvocation,

@@ -8,9 +8,9 @@ use crate::tile_grid::TileGrid;
 use crate::tile_table::{Seeding, TileTable};
 use crate::ResidencyPolicy;
 use strideweave_core::carrier::Carrier;
-use strideweave_core::carriers::extension::{AllocationContents, StorageProvider};
 use strideweave_core::dtype::DType;
 use strideweave_core::error::{Error, Result};
+use strideweave_core::extension::{AllocationContents, StorageProvider};
 
 /// The state a TiledEvictable's definition keeps per instance.
 ///

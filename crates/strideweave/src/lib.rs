@@ -26,6 +26,7 @@ pub use strideweave_core::{
 /// residency vocabulary, under one path whichever crate implements them.
 pub mod carriers {
     pub use strideweave_core::carriers::*;
+    pub use strideweave_core::extension;
     pub use strideweave_tiled::{
         AwaitProjection, AwaitResidency, AwaitScatter, CapacityPolicy, ResidencyPlan,
         ResidencyPolicy, ResidencyPurpose, ScatterReduction, TileLocation, TileProgress,

@@ -1,14 +1,13 @@
-//! The shipped definition-free carriers and the carrier extension. These carriers are closed:
+//! The shipped definition-free carriers. These carriers are closed:
 //! a new carrier is a sibling type implementing
 //! [`DefinitionFreeCarrier`](crate::carrier::DefinitionFreeCarrier), never a variant of these.
 //! TiledEvictable, the one shipped definition-backed carrier, lives in the
 //! `strideweave-tiled` crate and registers its `CarrierDefinition` through the public
-//! [`extension`] surface.
+//! [`extension`](crate::extension) surface.
 
 mod block_device;
 pub(crate) mod cpu;
 mod evictable;
-pub mod extension;
 mod file_backed;
 mod generic;
 mod metal;

@@ -7,11 +7,11 @@ use parking_lot::Mutex;
 
 use crate::autograd::is_grad_enabled;
 use crate::carrier::{Carrier, Claim};
-use crate::carriers::extension::{
+use crate::error::{guard, Error, Result};
+use crate::extension::{
     carrier_definition, transfer_provider_name, CompletionCell, PreparedTransfer,
     ProviderCompletion, Submitted, TransferPreparation, TransferRequest,
 };
-use crate::error::{guard, Error, Result};
 use crate::movement::unrouted::unrouted_move_operation;
 use crate::movement::{
     check_route_back, registered_move_operation, ElementwiseMoveOperation, MoveOperation,

@@ -1,8 +1,8 @@
 //! The route back: what a move recorded for gradients needs before it starts.
 
 use crate::carrier::CarrierClass;
-use crate::carriers::extension::carrier_definition;
 use crate::error::{Error, Result};
+use crate::extension::carrier_definition;
 use crate::movement::registry::registered_move_operation;
 use crate::movement::unrouted::unrouted_move_operation;
 

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use crate::carrier::CarrierClass;
-use crate::carriers::extension::carrier_definition;
 use crate::error::{Error, Result};
+use crate::extension::carrier_definition;
 use crate::movement::block::refuse_unrouted_block_pair;
 use crate::movement::{ElementwiseMoveOperation, MoveOperation};
 

@@ -1,7 +1,7 @@
 //! `Authority`: who executes the operations on a carrier's tensors, fixed when the carrier
 //! is built (docs/carriers.md, Dispatch).
 
-use crate::carriers::extension::{CompositeProvider, ExecutionSet};
+use crate::extension::{CompositeProvider, ExecutionSet};
 use crate::operation::BuiltinKernel;
 
 /// The execution authority of one carrier: the one source both the dispatch gate's reach and

@@ -178,7 +178,7 @@ fn declaration(class: CarrierClass) -> Arc<Declaration> {
         // A kernel-backed definition's capabilities are its frozen execution set's (the
         // query observes the class and freezes it), computed before the registry lock is
         // taken (definition registration takes the definition lock, then this one).
-        let kernels = crate::carriers::extension::kernel_capabilities(class);
+        let kernels = crate::extension::kernel_capabilities(class);
         let mut declared = DECLARED.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(found) = declared.get(&class) {
             return Arc::clone(found);

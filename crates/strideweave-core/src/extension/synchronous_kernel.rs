@@ -1,12 +1,10 @@
 //! Short forms for the kernel side of a definition: a synchronous kernel pattern, a provider
 //! with a default interface, and built-in capabilities by name and dtypes.
 
-use crate::carriers::extension::kernels::PatternWork;
-use crate::carriers::extension::{
-    InterfaceHandle, KernelExecutionInterface, KernelPattern, KernelProvider,
-};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::extension::kernels::PatternWork;
+use crate::extension::{InterfaceHandle, KernelExecutionInterface, KernelPattern, KernelProvider};
 use crate::operation::{
     operation_definition, resolve_operation_plan, OperationCapability, PlanOperand,
     ResolvedInvocation,
@@ -16,7 +14,7 @@ use crate::tensor::Tensor;
 impl KernelPattern {
     /// A pattern whose kernel runs synchronously: `kernel(invocation, interface)` computes
     /// the results at submission, and they are handed over as a ready
-    /// [`ProviderResult`](crate::carriers::extension::ProviderResult).
+    /// [`ProviderResult`](crate::extension::ProviderResult).
     ///
     /// The long form it stands for: `prepare` returns
     /// `Preparation::Kernel(PreparedKernel::new(interface, submit))` whose `submit` returns

@@ -5,8 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::carrier::{Carrier, CarrierClass};
-use crate::carriers::extension::{PreparedComposite, Unsupported};
 use crate::error::{guard, Error, Result, UnsupportedOperationPlan};
+use crate::extension::{PreparedComposite, Unsupported};
 use crate::operation::dispatch::ProviderOutputs;
 use crate::operation::{OperationCapability, ResolvedInvocation};
 use crate::tensor::Tensor;

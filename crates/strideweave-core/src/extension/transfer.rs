@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::carrier::{Carrier, CarrierClass};
-use crate::carriers::extension::{PreparedTransfer, Unsupported};
 use crate::dtype::{DType, Value};
 use crate::error::{guard, Error, Result};
+use crate::extension::{PreparedTransfer, Unsupported};
 use crate::movement::{MoveTarget, SlotJournal};
 use crate::tensor::Tensor;
 use strideweave_layout::Layout;

@@ -5,10 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::carrier::CarrierClass;
-use crate::carriers::extension::{
+use crate::error::{Error, Result};
+use crate::extension::{
     CarrierFacet, CompositeProvider, KernelProvider, StorageProvider, TransferRoute,
 };
-use crate::error::{Error, Result};
 
 /// One carrier implementation: its storage provider, optional kernel provider (independent
 /// classes) or composite provider (dependent classes), directional transfer routes and

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use crate::carrier::Carrier;
 use crate::carrier::CarrierClass;
 use crate::carrier::{ErasedCarrier, MovementHooks};
-use crate::carriers::extension::state_lock::{ExclusiveState, SharedState, StateLock};
-use crate::carriers::extension::{
+use crate::dtype::{DType, Value};
+use crate::error::{Error, Result, UnsupportedOperationPlan};
+use crate::extension::state_lock::{ExclusiveState, SharedState, StateLock};
+use crate::extension::{
     carrier_definition, freeze_execution_set, registered_definition, AllocationContents,
     CarrierDefinition, CarrierFacet, CompositeProvider, FreshRequest,
 };
-use crate::dtype::{DType, Value};
-use crate::error::{Error, Result, UnsupportedOperationPlan};
 use crate::operation::dispatch::Outputs;
 use crate::operation::{
     operation_definition, Authority, Operand, Operation, OperationDefinition, ResolvedInvocation,
@@ -43,7 +43,7 @@ impl Carrier {
     /// `release` on the returned carrier calls the provider's `release` exactly once. The
     /// factories (`new_like`, `allocate_like`) never copy this carrier's state: they build
     /// fresh state (`S::default()`, or the provider's `fresh` callback given this state; see
-    /// [`StorageProvider`](crate::carriers::extension::StorageProvider)) and `allocate` it.
+    /// [`StorageProvider`](crate::extension::StorageProvider)) and `allocate` it.
     ///
     /// A dependent class (a definition with a [`CompositeProvider`]) then calls the provider's
     /// `capabilities` once on the constructed carrier; a duplicate capability is a Value

@@ -3,8 +3,8 @@
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use crate::carrier::{CarrierClass, ClassKind};
-use crate::carriers::extension::{CarrierDefinition, ExecutionSet};
 use crate::error::{Error, Result};
+use crate::extension::{CarrierDefinition, ExecutionSet};
 use crate::operation::seal_definition_capabilities;
 
 /// Serializes registrations: offering a definition to a class and winning its arbiter are

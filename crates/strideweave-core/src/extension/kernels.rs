@@ -8,11 +8,11 @@ use std::sync::{Arc, LazyLock, Mutex, OnceLock, PoisonError};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::carrier::{CarrierClass, ClassKind};
-use crate::carriers::extension::registration::{self, ClassBinding};
-use crate::carriers::extension::{
+use crate::error::{guard, Error, Result, UnsupportedOperationPlan};
+use crate::extension::registration::{self, ClassBinding};
+use crate::extension::{
     carrier_definition, InterfaceHandle, PreparedKernel, ProviderResult, Unsupported,
 };
-use crate::error::{guard, Error, Result, UnsupportedOperationPlan};
 use crate::operation::dispatch::ProviderOutputs;
 use crate::operation::{
     OperationCapability, OperationDefinition, OperationPlan, ResolvedInvocation,

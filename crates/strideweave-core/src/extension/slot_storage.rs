@@ -1,9 +1,9 @@
 //! `SlotStorage`: the storage surface as a trait with named methods, an alternative to the
 //! six positional closures of [`StorageProvider::new`].
 
-use crate::carriers::extension::StorageProvider;
 use crate::dtype::{DType, Value};
 use crate::error::Result;
+use crate::extension::StorageProvider;
 
 /// A definition-backed carrier's provider-owned state, with the seed's storage callbacks as
 /// named methods. [`StorageProvider::from_slots`] turns an implementation into the same
