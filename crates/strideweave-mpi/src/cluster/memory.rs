@@ -13,7 +13,7 @@ use strideweave::carriers::Cpu;
 use strideweave::{register_carrier_definition, CarrierDefinition, DType, Error, Result, Value};
 
 use crate::cluster::local::{self, LocalSlots};
-use crate::cluster::wire::{Op, ANSWER_PREFIX};
+use crate::cluster::wire::Op;
 use crate::cluster::{Block, ClusterShared, Posted};
 
 /// The two classes of cluster memory.
@@ -135,7 +135,7 @@ impl ClusterMemory {
         let mut posted =
             cluster.post(Op::Get, &block, (0, block.slots), false, |_| Ok(Vec::new()))?;
         posted.exchange.wait()?;
-        gathered(&mut posted, block.slots)
+        with_gathered(&mut posted, block.slots, |values| Ok(values.to_vec()))
     }
 }
 
@@ -153,22 +153,22 @@ pub(crate) fn create(
     Carrier::create(classes()?.memory, state, slots, DType::FLOAT32, true)
 }
 
-/// The received slots of a completed get, in transfer order (`len` slots).
-fn gathered(posted: &mut Posted, len: usize) -> Result<Vec<f32>> {
+/// Calls `use_values` with the received slots of a completed get, in transfer order (`len`
+/// slots): the one part's buffer itself, or the parts gathered into one.
+fn with_gathered<R>(
+    posted: &mut Posted,
+    len: usize,
+    use_values: impl FnOnce(&[f32]) -> Result<R>,
+) -> Result<R> {
     posted.statuses().into_iter().collect::<Result<()>>()?;
-    if posted.parts.len() == 1 {
-        let index = posted.parts[0].1;
-        let mut floats = posted.exchange.take_floats(index);
-        floats.drain(..ANSWER_PREFIX);
-        return Ok(floats);
+    if let [index] = posted.data[..] {
+        return use_values(posted.exchange.floats(index));
     }
     let mut out = vec![0f32; len];
-    for (part, index, _) in &posted.parts {
-        let floats = posted.exchange.floats(*index);
-        out[part.at..part.at + part.len]
-            .copy_from_slice(&floats[ANSWER_PREFIX..ANSWER_PREFIX + part.len]);
+    for ((part, _, _), &index) in posted.parts.iter().zip(&posted.data) {
+        out[part.at..part.at + part.len].copy_from_slice(posted.exchange.floats(index));
     }
-    Ok(out)
+    use_values(&out)
 }
 
 /// The storage provider: a block on the owners per carrier.
@@ -199,8 +199,9 @@ fn storage() -> StorageProvider {
                 .cluster()?
                 .post(Op::Get, block, (index, 1), false, |_| Ok(Vec::new()))?;
             posted.exchange.wait()?;
-            let value = gathered(&mut posted, 1)?;
-            Ok(Value::Float(f64::from(value[0])))
+            with_gathered(&mut posted, 1, |value| {
+                Ok(Value::Float(f64::from(value[0])))
+            })
         },
         |state: &mut RemoteSlots, index, value| {
             let Value::Float(x) = value else {
@@ -268,12 +269,13 @@ fn get_route(memory: CarrierClass, destination: CarrierClass, id: &str) -> Resul
                 Ok(Submitted::pending(MpiCompletion::new(
                     posted,
                     move |posted: &mut Posted| {
-                        let values = gathered(posted, span)?;
-                        if request.destination().downcast_ref::<Cpu>().is_some() {
-                            request.write_f32s(0, &values)
-                        } else {
-                            local::receive(request.destination(), values)
-                        }
+                        with_gathered(posted, span, |values| {
+                            if request.destination().downcast_ref::<Cpu>().is_some() {
+                                request.write_f32s(0, values)
+                            } else {
+                                local::receive(request.destination(), values)
+                            }
+                        })
                     },
                 )))
             },

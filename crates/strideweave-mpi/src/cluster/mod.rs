@@ -24,7 +24,7 @@ pub use server::{RequestKind, ServeSummary, ServerFault};
 
 use crate::communicator::Communicator;
 use crate::runtime;
-use wire::{answer_status, header, Exchange, Op, ANSWER_PREFIX, FIRST_TAG, REQUEST_TAG, TAGS};
+use wire::{answer_status, header, Exchange, Op, FIRST_TAG, REQUEST_TAG, STATUS_SLOTS, TAGS};
 
 /// The longest error text a server sends back, in bytes.
 pub(crate) const MAX_ERROR_TEXT: usize = 1024;
@@ -101,8 +101,10 @@ impl Block {
 /// Posted requests of one transfer and the parts they serve.
 pub(crate) struct Posted {
     pub(crate) exchange: Exchange,
-    /// Per part: the part, the buffer index of its answer, and its tag.
+    /// Per part: the part, the buffer index of its status answer, and its tag.
     pub(crate) parts: Vec<(Part, usize, c_int)>,
+    /// Per part of a get: the buffer index of its data.
+    pub(crate) data: Vec<usize>,
 }
 
 impl Posted {
@@ -241,14 +243,19 @@ impl ClusterShared {
         }
         let mut payloads = payloads.into_iter();
         let mut posted = Vec::with_capacity(parts.len());
+        let mut data_buffers = Vec::new();
         let mut runtime = runtime::lock();
         for part in parts {
             let tag = self.tag();
-            let answer = match op {
-                Op::Get => part.len + ANSWER_PREFIX,
-                _ => ANSWER_PREFIX + MAX_ERROR_TEXT / 4 + 1,
-            };
-            let index = exchange.receive_floats(&mut runtime, part.rank, tag, answer)?;
+            let index = exchange.receive_floats(&mut runtime, part.rank, tag, STATUS_SLOTS)?;
+            if op == Op::Get {
+                data_buffers.push(exchange.receive_floats(
+                    &mut runtime,
+                    part.rank,
+                    tag,
+                    part.len,
+                )?);
+            }
             let arg = u64::from(!staged);
             exchange.send_words(
                 &mut runtime,
@@ -264,6 +271,7 @@ impl ClusterShared {
         Ok(Posted {
             exchange,
             parts: posted,
+            data: data_buffers,
         })
     }
 
@@ -323,12 +331,7 @@ impl ClusterShared {
             let mut runtime = runtime::lock();
             for piece in &block.pieces {
                 let tag = self.tag();
-                let index = exchange.receive_floats(
-                    &mut runtime,
-                    piece.rank,
-                    tag,
-                    ANSWER_PREFIX + MAX_ERROR_TEXT / 4 + 1,
-                )?;
+                let index = exchange.receive_floats(&mut runtime, piece.rank, tag, STATUS_SLOTS)?;
                 exchange.send_words(
                     &mut runtime,
                     piece.rank,
@@ -565,12 +568,7 @@ impl Cluster {
         let tag = self.shared.tag();
         let index = {
             let mut runtime = runtime::lock();
-            let index = exchange.receive_floats(
-                &mut runtime,
-                rank,
-                tag,
-                ANSWER_PREFIX + MAX_ERROR_TEXT / 4 + 1,
-            )?;
+            let index = exchange.receive_floats(&mut runtime, rank, tag, STATUS_SLOTS)?;
             exchange.send_words(
                 &mut runtime,
                 rank,

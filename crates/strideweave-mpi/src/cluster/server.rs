@@ -8,7 +8,7 @@ use std::time::Duration;
 use strideweave::{Error, Result};
 
 use crate::cluster::wire::{
-    answer, error_answer, Exchange, Op, HEADER_WORDS, MAGIC, REQUEST_TAG, STATUS_OK,
+    error_answer, ok_answer, Exchange, Op, Polling, HEADER_WORDS, MAGIC, REQUEST_TAG,
 };
 use crate::cluster::{clipped, ClusterShared, MAX_ERROR_TEXT};
 use crate::runtime;
@@ -152,7 +152,7 @@ pub(crate) fn serve(cluster: &ClusterShared, idle: Option<Duration>) -> Result<S
             let mut runtime = runtime::lock();
             exchange.receive_words(&mut runtime, client, REQUEST_TAG, HEADER_WORDS)?
         };
-        exchange.wait()?;
+        exchange.wait_polling(Polling::Idle)?;
         let header = exchange.words(index).to_vec();
         if header.first() != Some(&MAGIC) {
             return Err(Error::Runtime(format!(
@@ -217,17 +217,25 @@ pub(crate) fn serve(cluster: &ClusterShared, idle: Option<Duration>) -> Result<S
                 }
             }
             Op::Get => {
-                let message = match refused {
-                    Some(reason) => error_message(reason),
-                    None => match store.range(id, start, len) {
-                        Ok(slots) => answer(STATUS_OK, 0, slots),
-                        Err(reason) => error_message(reason),
-                    },
+                let refusal = match refused {
+                    Some(reason) => Some(reason),
+                    None => store.range(id, start, len).err(),
                 };
-                if message.first().map(|w| w.to_bits()) == Some(STATUS_OK) {
-                    store.summary.slots_sent += len as u64;
+                match refusal {
+                    Some(reason) => {
+                        send(cluster, tag, error_message(reason))?;
+                        send(cluster, tag, Vec::new())?;
+                    }
+                    None => {
+                        send(cluster, tag, ok_answer())?;
+                        if let Err(error) = send_slots(cluster, tag, &mut store, (id, start, len)) {
+                            // A late transfer may still read the store's memory.
+                            std::mem::forget(store);
+                            return Err(error);
+                        }
+                        store.summary.slots_sent += len as u64;
+                    }
                 }
-                send(cluster, tag, message)?;
             }
             Op::Put => {
                 let data = receive_data(cluster, tag, len, op)?;
@@ -298,10 +306,33 @@ fn reply(
         cluster,
         tag,
         match outcome {
-            Ok(()) => answer(STATUS_OK, 0, &[]),
+            Ok(()) => ok_answer(),
             Err(reason) => error_message(reason),
         },
     )
+}
+
+/// Sends slots `start..start + len` of block `id` to the client on `tag` straight from the
+/// store, and waits until they left.
+fn send_slots(
+    cluster: &ClusterShared,
+    tag: c_int,
+    store: &mut Store,
+    (id, start, len): (u64, usize, usize),
+) -> Result<()> {
+    let client = cluster.client;
+    let mut exchange = cluster.exchange(format!(
+        "server rank {} sending {len} slots of block {id} to rank {client}",
+        cluster.rank()
+    ));
+    let slots = store.range(id, start, len).map_err(Error::Runtime)?;
+    {
+        let mut runtime = runtime::lock();
+        // SAFETY: the slots stay in the store, unchanged, until the wait below returns;
+        // when it fails the caller leaks the store.
+        unsafe { exchange.send_borrowed(&mut runtime, client, tag, slots)? };
+    }
+    exchange.wait()
 }
 
 /// The error answer carrying `reason`, cut to the longest text sent.

@@ -5,9 +5,10 @@
 //! Every request a client sends a server starts with a header of [`HEADER_WORDS`] words on
 //! [`REQUEST_TAG`]: a magic number, the [`Op`], the block id, the first slot, the slot count,
 //! the request's own tag (its data and its answer travel on it, so concurrent requests never
-//! match each other's messages), and an argument. Answers start with two 32-bit words, a
-//! status and the length of an error text that follows instead of the data when the status
-//! is not [`STATUS_OK`].
+//! match each other's messages), and an argument. An answer is a status message — two 32-bit
+//! words, a status and the length of an error text that follows when the status is not
+//! [`STATUS_OK`] — and, for a get, a data message on the same tag: the slots, or nothing
+//! after a refusal.
 
 use std::ffi::c_int;
 use std::time::{Duration, Instant};
@@ -34,12 +35,25 @@ pub(crate) const HEADER_WORDS: usize = 8;
 pub(crate) const STATUS_OK: u32 = 0;
 /// The status of a refused request: an error text follows.
 pub(crate) const STATUS_ERROR: u32 = 1;
-/// Answer words before the data (two 32-bit words, stored in two `f32` slots).
+/// Answer words before the error text (two 32-bit words, stored in two `f32` slots).
 pub(crate) const ANSWER_PREFIX: usize = 2;
-/// How long a wait yields between polls before it sleeps between them.
-const SPIN: Duration = Duration::from_millis(1);
-/// The sleep between polls after [`SPIN`].
+/// The slots of a status message's buffer: the prefix and the longest error text.
+pub(crate) const STATUS_SLOTS: usize = ANSWER_PREFIX + crate::cluster::MAX_ERROR_TEXT / 4 + 1;
+/// How long an idle wait yields between polls before it sleeps between them.
+const SPIN: Duration = Duration::from_micros(200);
+/// The sleep between an idle wait's polls after [`SPIN`].
 const POLL_SLEEP: Duration = Duration::from_micros(50);
+
+/// How a wait polls its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Polling {
+    /// Test, yield, test again: a transfer in flight. Open MPI moves a large message's
+    /// fragments only inside MPI calls, so sleeping between tests would stall it.
+    Busy,
+    /// Yield for [`SPIN`], then sleep [`POLL_SLEEP`] between tests: waiting for a request
+    /// that may be long in coming.
+    Idle,
+}
 
 /// What a request asks of a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,9 +135,9 @@ pub(crate) fn header(op: Op, id: u64, start: usize, len: usize, tag: c_int, arg:
     ]
 }
 
-/// An answer: the status words, then `payload` (data, or the bytes of an error text packed
+/// A status message: the status words, then `payload` (the bytes of an error text packed
 /// four to a slot).
-pub(crate) fn answer(status: u32, text_len: u32, payload: &[f32]) -> Vec<f32> {
+fn answer(status: u32, text_len: u32, payload: &[f32]) -> Vec<f32> {
     let mut out = Vec::with_capacity(ANSWER_PREFIX + payload.len());
     out.push(f32::from_bits(status));
     out.push(f32::from_bits(text_len));
@@ -131,7 +145,12 @@ pub(crate) fn answer(status: u32, text_len: u32, payload: &[f32]) -> Vec<f32> {
     out
 }
 
-/// An error answer carrying `text`.
+/// The status message of an accepted request.
+pub(crate) fn ok_answer() -> Vec<f32> {
+    answer(STATUS_OK, 0, &[])
+}
+
+/// The status message of a refused request, carrying `text`.
 pub(crate) fn error_answer(text: &str) -> Vec<f32> {
     let bytes = text.as_bytes();
     let packed: Vec<f32> = bytes
@@ -254,6 +273,22 @@ impl Exchange {
         let pointer = floats.as_ptr().cast::<std::ffi::c_void>();
         self.buffers.push(Buffer::Floats(floats));
         self.post(runtime, peer, tag, pointer.cast_mut(), bytes, true)
+    }
+
+    /// Sends `data` to `peer` with `tag` without copying it.
+    ///
+    /// # Safety
+    /// `data` must stay alive and unchanged until this exchange completed, or for good when
+    /// it is dropped before (its requests may still read it then).
+    pub(crate) unsafe fn send_borrowed(
+        &mut self,
+        runtime: &mut Runtime,
+        peer: usize,
+        tag: c_int,
+        data: &[f32],
+    ) -> Result<()> {
+        let pointer = data.as_ptr().cast::<std::ffi::c_void>();
+        self.post(runtime, peer, tag, pointer.cast_mut(), data.len() * 4, true)
     }
 
     /// Receives at most `slots` floats from `peer` with `tag` into a buffer of its own, and
@@ -393,14 +428,22 @@ impl Exchange {
         Ok(false)
     }
 
-    /// Waits until every request completed (releasing the MPI lock between polls).
+    /// Waits until every request completed, busy (releasing the MPI lock between polls).
     ///
     /// # Errors
     /// As [`test`](Self::test).
     pub(crate) fn wait(&mut self) -> Result<()> {
+        self.wait_polling(Polling::Busy)
+    }
+
+    /// Waits until every request completed, polling as `polling` says.
+    ///
+    /// # Errors
+    /// As [`test`](Self::test).
+    pub(crate) fn wait_polling(&mut self, polling: Polling) -> Result<()> {
         let waiting = Instant::now();
         while !self.test()? {
-            if waiting.elapsed() < SPIN {
+            if polling == Polling::Busy || waiting.elapsed() < SPIN {
                 std::thread::yield_now();
             } else {
                 std::thread::sleep(POLL_SLEEP);
@@ -475,7 +518,7 @@ mod tests {
             Error::Runtime("get of slots 0..4: rank 2 refused: no block 7 on this rank".into())
                 .to_string()
         );
-        assert!(answer_status(&super::answer(STATUS_OK, 0, &[1.0]), 1, "x").is_ok());
+        assert!(answer_status(&ok_answer(), 1, "x").is_ok());
     }
 
     #[test]
