@@ -1,8 +1,7 @@
 """StrideWeave: tensors that are (carrier, offset, layout, dtype), over a Rust core.
 
-Every name in ``__all__`` is the object of the extension module ``strideweave._native``;
-this package gathers them under the original StrideWeave's module layout (``layout``,
-``tensor``, ``operation``, ``carriers`` and its submodules) and adds the values the original
+The names come from the extension module ``strideweave._native``; this package gathers
+them under the original StrideWeave's module layout (``layout``, ``tensor``, ``operation``, ``carriers`` and its submodules) and adds the values the original
 has in Python (``Shape``, ``Stride``, ``Node``, ``Tree``, the index maps, ``TileSet``,
 ``TileSelection``, ``AwaitResult``) and the typing-only ``Protocol`` classes of
 ``strideweave.carriers.extension``. See docs/python.md in the repository, "Module layout".
@@ -250,4 +249,34 @@ __all__ += [
     "FileBackedToCpuMoveOperation",
     "MoveOperation",
     "Operation",
+]
+
+# `__all__` is the original's top-level list, as far as this package has its names: every
+# public name, native or written in Python, except the operation-definition records the
+# original keeps in `strideweave.operation` only.
+_OPERATION_MODULE_ONLY = (
+    "BoundOperationCall",
+    "OperationCall",
+    "OperationPlan",
+    "ResolvedInvocation",
+    "VJPContext",
+)
+__all__ = [name for name in __all__ if name not in _OPERATION_MODULE_ONLY]
+__all__ += [
+    "AwaitResult",
+    "IndexMap",
+    "Node",
+    "Permutation",
+    "Product",
+    "Shape",
+    "Stride",
+    "Swizzle",
+    "SwizzleStage",
+    "TileSelection",
+    "TileSet",
+    "Tiler",
+    "Tree",
+    "broadcast_to",
+    "permute",
+    "reshape",
 ]

@@ -311,13 +311,7 @@ def test_module_all_lists_name_the_original_names_and_resolve() -> None:
         exported = list(namespace.__all__)
         for name in exported:
             assert hasattr(namespace, name), f"{module}.__all__ names a missing {name}"
-        if module == "strideweave":
-            # The top level's `__all__` lists native objects only (see test_surface); the
-            # Python-written names are attributes.
-            written = {name for names in PYTHON_WRITTEN.values() for name in names}
-            wanted = [n for n in names if n not in written and (module, n) in PRESENT]
-        else:
-            wanted = [n for n in names if (module, n) in PRESENT]
+        wanted = [n for n in names if (module, n) in PRESENT]
         assert set(wanted) <= set(exported), (module, sorted(set(wanted) - set(exported)))
 
 

@@ -14,10 +14,23 @@ PYTHON_OVER_NATIVE = {"KernelExecutionInterface"}
 
 def test_top_level_names_are_the_native_objects() -> None:
     for name in sw.__all__:
+        value = getattr(sw, name)
         if name in PYTHON_OVER_NATIVE:
-            assert issubclass(getattr(sw, name), getattr(native, name)), name
-            continue
-        assert getattr(sw, name) is getattr(native, name), name
+            assert issubclass(value, getattr(native, name)), name
+        elif hasattr(native, name):
+            assert value is getattr(native, name), name
+        elif name == "Tiler":
+            assert value is sw.layout.Tiler, "a typing alias: Sequence[Layout]"
+        else:
+            assert getattr(value, "__module__", "").startswith("strideweave."), name
+
+
+def test_top_level_all_keeps_the_operation_records_in_their_module() -> None:
+    for name in ("BoundOperationCall", "OperationPlan", "ResolvedInvocation", "VJPContext"):
+        assert name not in sw.__all__ and name in sw.operation.__all__, name
+        assert getattr(sw, name) is getattr(sw.operation, name), name
+    for name in ("Shape", "Stride", "Tree", "TileSet", "AwaitResult", "permute", "KernelExecutionInterface"):
+        assert name in sw.__all__, name
 
 
 def test_carriers_module_names_the_same_objects_as_the_top_level() -> None:

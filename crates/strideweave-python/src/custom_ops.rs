@@ -744,6 +744,20 @@ impl PyBoundOperationCall {
         Ok(PyTuple::new(py, items)?.unbind())
     }
 
+    /// The `OperandKind` of each operand position, in schema order.
+    #[getter]
+    fn operand_kinds(&self, py: Python<'_>) -> PyResult<Py<PyTuple>> {
+        let kinds = self
+            .inner
+            .definition()
+            .schema()
+            .operands()
+            .iter()
+            .map(|spec| Py::new(py, PyOperandKind::of(spec.kind())))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyTuple::new(py, kinds)?.unbind())
+    }
+
     /// Every option of the schema by name, with the defaults filled in.
     #[getter]
     fn options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -1116,6 +1130,24 @@ pub fn resolve_call(
             .and_then(|call| definition.resolve(&call))
     })
     .py()
+}
+
+/// `definition.bind(*operands, **options)`: the call bound against the definition's schema
+/// (the checks and defaults of a call, without resolving or running it).
+pub fn bind_call(
+    py: Python<'_>,
+    definition: &OperationDefinition,
+    operands: &Bound<'_, PyTuple>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<PyBoundOperationCall> {
+    let (operands, given) = call_arguments(definition, operands, options)?;
+    let inner = crate::finalization::detach(py, || {
+        let options: Vec<(&str, OptionValue)> =
+            given.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        definition.bind(operands, &options)
+    })
+    .py()?;
+    Ok(PyBoundOperationCall { inner })
 }
 
 /// `call(operation, *operands, **options)`: runs the operation (an `OperationDefinition`

@@ -115,6 +115,13 @@ impl PyDType {
         self.inner.name()
     }
 
+    /// The name again, as the original's enum-like `DType.value` (`DType.Float32.value ==
+    /// "Float32"`).
+    #[getter]
+    fn value(&self) -> &'static str {
+        self.inner.name()
+    }
+
     /// The width in bits of a simple dtype; `None` for a category.
     #[getter]
     fn bits(&self) -> Option<u32> {

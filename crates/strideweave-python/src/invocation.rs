@@ -4,7 +4,7 @@
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 use strideweave::operation::{
     operation_definition as core_definition, Operand, OperationCapability, OperationDefinition,
     PlanOperand, ResolvedInvocation, ResultSpec,
@@ -48,6 +48,19 @@ impl PyOperationDefinition {
     #[getter]
     fn is_builtin(&self) -> bool {
         self.inner.is_builtin()
+    }
+
+    /// `bind(*operands, **options)`: the call bound against this definition's schema (the
+    /// checks and defaults a call makes, without resolving or running it), as the
+    /// `BoundOperationCall` a resolver receives.
+    #[pyo3(signature = (*operands, **options))]
+    fn bind(
+        &self,
+        py: Python<'_>,
+        operands: &Bound<'_, PyTuple>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<crate::custom_ops::PyBoundOperationCall> {
+        crate::custom_ops::bind_call(py, &self.inner, operands, options)
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {

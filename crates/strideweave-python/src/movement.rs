@@ -58,7 +58,7 @@ pub fn copy(
 
 /// The completion of a move: `done`, and a blocking `wait()` that returns the same Tensor
 /// object (or raises the same exception object) every time. No coroutine protocol.
-#[pyclass(name = "AwaitMove", module = "strideweave", frozen)]
+#[pyclass(name = "AwaitMove", module = "strideweave", frozen, weakref)]
 pub struct PyMoveHandle {
     inner: MoveHandle,
     result: std::sync::OnceLock<Py<PyTensor>>,

@@ -68,12 +68,15 @@ fn expect_operand(object: &Bound<'_, PyAny>, what: &str) -> PyResult<Operand> {
     })
 }
 
-/// Whether `item` is an element coordinate entry: an int (not bool) or a tuple of them.
+/// Whether `item` is an element coordinate entry: an int (not bool), or a tuple or list of
+/// them.
 fn is_coordinate(item: &Bound<'_, PyAny>) -> bool {
     if item.is_instance_of::<PyBool>() {
         return false;
     }
-    item.is_instance_of::<PyInt>() || item.is_instance_of::<PyTuple>()
+    item.is_instance_of::<PyInt>()
+        || item.is_instance_of::<PyTuple>()
+        || item.is_instance_of::<PyList>()
 }
 
 /// What a subscript key asks for.
@@ -101,6 +104,9 @@ fn parse_key(tensor: &Tensor, key: &Bound<'_, PyAny>) -> PyResult<Key> {
     let rank = tensor.layout().rank();
     let items: Vec<Bound<'_, PyAny>> = match key.cast::<PyTuple>() {
         Ok(tuple) => tuple.iter().collect(),
+        // A list is a coordinate too, entry by entry as a tuple's (`t[[1, 2]]` is `t[1, 2]`),
+        // as the original's keys are.
+        Err(_) if key.is_instance_of::<PyList>() => key.cast::<PyList>()?.iter().collect(),
         // One `int` is an element: the coordinate of a one-mode tensor, the ordinal (first
         // mode fastest) of a tensor of several modes, as an integer stands for a whole
         // subtree of a layout. Read without gathering the key into a list first (an exact
