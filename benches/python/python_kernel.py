@@ -16,6 +16,7 @@ from typing import Any, Callable, List, Tuple
 
 import strideweave as sw
 from strideweave.carriers import extension as ext
+from strideweave.carriers.operation_policy import resolve_operation_plan
 
 F32 = sw.DType.Float32
 
@@ -76,7 +77,7 @@ def registered(name: str, kernel: Any) -> Any:
     tensor of it."""
     cls = type(name, (ListCarrier,), {})
     neg = sw.operation_definition("neg")
-    plan = sw.OperationCapability("neg", (F32,))
+    plan = sw.OperationCapability.from_plan(resolve_operation_plan("neg", F32))
     provider = sw.KernelProvider(sw.KernelExecutionInterface("1"), [sw.KernelPattern(neg, [plan], "neg", kernel)])
     storage = sw.StorageProvider(supports_dtype, physical_size, allocate, release, read, write)
     sw.register_carrier_definition(cls, sw.CarrierDefinition(storage, kernels=provider))

@@ -7,6 +7,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import strideweave as sw
 from strideweave.carriers import extension as ext
+from strideweave.carriers.operation_policy import OperandRole
 
 F32 = sw.DType.Float32
 
@@ -42,7 +43,8 @@ STORAGE = sw.StorageProvider(
 
 def plan(name: str, tensors: int) -> sw.OperationPlan:
     """The Float32 plan of `name` on `tensors` tensor operands."""
-    return sw.OperationPlan(name, [sw.OperandPlan.tensor(F32)] * tensors, sw.Arithmetic.BINARY32, F32)
+    operand = sw.OperandPlan(OperandRole.TENSOR, F32, F32)
+    return sw.OperationPlan(name, [operand] * tensors, sw.Arithmetic.BINARY32, None, None, F32)
 
 
 def elementwise(name: str, tensors: int, saved: Sequence[int] = ()) -> Callable[[sw.BoundOperationCall], sw.ResolvedInvocation]:

@@ -8,6 +8,7 @@ from typing import Iterable, List, Optional, Union
 import strideweave as sw
 from strideweave.carriers.move import MoveOperation, MoveOutput, register_move_operation
 from strideweave.carriers.operation_capability import register_operation_capabilities
+from strideweave.carriers.operation_policy import resolve_operation_plan
 from strideweave.operation import Operation
 
 F32 = sw.DType.Float32
@@ -71,7 +72,7 @@ class Halving(MoveOperation):
 
 
 def main() -> None:
-    register_operation_capabilities(ListCarrier, [sw.OperationCapability("neg", (F32,))])
+    register_operation_capabilities(ListCarrier, [sw.OperationCapability.from_plan(resolve_operation_plan("neg", F32))])
     register_move_operation(ListCarrier, sw.CPU, Halving)
 
     carrier = ListCarrier([1.0, -2.0, 4.0])

@@ -7,6 +7,7 @@ from typing import Any, List, Optional
 
 import strideweave as sw
 from strideweave.carriers import extension as ext
+from strideweave.carriers.operation_policy import resolve_operation_plan
 
 F32 = sw.DType.Float32
 
@@ -127,8 +128,8 @@ def to_cpu(request: ext.TransferRequest) -> ext.PreparedTransfer:
 def main() -> None:
     interface = ListInterface()
     relu = sw.operation_definition("relu")
-    relu_plan = sw.OperationCapability("relu", [F32])
-    neg_plan = sw.OperationCapability("neg", [F32])
+    relu_plan = sw.OperationCapability.from_plan(resolve_operation_plan("relu", F32))
+    neg_plan = sw.OperationCapability.from_plan(resolve_operation_plan("neg", F32))
     provider = sw.KernelProvider(
         interface,
         [

@@ -6,6 +6,7 @@ from typing import Any, Callable, List, Optional
 
 import strideweave as sw
 from strideweave.carriers import extension as ext
+from strideweave.carriers.operation_policy import resolve_operation_plan
 
 F32 = sw.DType.Float32
 
@@ -60,11 +61,11 @@ class OtherInterface(sw.KernelExecutionInterface):
 
 
 def neg_plan() -> sw.OperationCapability:
-    return sw.OperationCapability("neg", (F32,))
+    return sw.OperationCapability.from_plan(resolve_operation_plan("neg", F32))
 
 
 def add_plan() -> sw.OperationCapability:
-    return sw.OperationCapability("add", (F32, F32))
+    return sw.OperationCapability.from_plan(resolve_operation_plan("add", F32, F32))
 
 
 def new_class(name: str) -> type:

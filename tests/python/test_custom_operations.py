@@ -5,6 +5,7 @@ in the resolver, the kernel or the rule propagates as the same object with nothi
 and no gradient assigned; a wrong return is a TypeError or ValueError naming the operation
 and the field."""
 
+import dataclasses
 import itertools
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -13,10 +14,15 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers import extension as ext
+from strideweave.carriers.operation_policy import OperandRole
 
 from authoring_helpers import F32, ListStorage, RingInterface, elementwise, filled, new_class, run_bounded, values_of
 
 _NEXT = itertools.count()
+
+#: A Float32 tensor operand and a weak scalar converted to Float32, as plans list them.
+TENSOR_F32 = sw.OperandPlan(OperandRole.TENSOR, F32, F32)
+SCALAR_F32 = sw.OperandPlan(OperandRole.WEAK_SCALAR, None, F32)
 
 
 def fresh(stem: str) -> str:
@@ -26,8 +32,8 @@ def fresh(stem: str) -> str:
 
 def tensor_plan(name: str, operands: int, scalars: int = 0) -> sw.OperationPlan:
     """The Float32 plan of `name` on `operands` tensors followed by `scalars` weak scalars."""
-    plans = [sw.OperandPlan.tensor(F32)] * operands + [sw.OperandPlan.weak_scalar(F32)] * scalars
-    return sw.OperationPlan(name, plans, sw.Arithmetic.BINARY32, F32)
+    plans = [TENSOR_F32] * operands + [SCALAR_F32] * scalars
+    return sw.OperationPlan(name, plans, sw.Arithmetic.BINARY32, None, None, F32)
 
 
 def same_shape_resolver(operands: int, scalars: int = 0, saved: Sequence[int] = ()) -> Callable[[Any], Any]:
@@ -441,29 +447,59 @@ def test_the_schema_records_check_their_fields() -> None:
 
 
 def test_the_plan_records_check_their_fields() -> None:
-    plan = sw.OperationPlan("mylib.op", [sw.OperandPlan.tensor(F32), sw.OperandPlan.weak_scalar(F32)], sw.Arithmetic.BINARY32, F32)
-    assert plan.operation == "mylib.op" and plan.compute == sw.Arithmetic.BINARY32 and plan.output is F32
+    plan = sw.OperationPlan("mylib.op", [TENSOR_F32, SCALAR_F32], sw.Arithmetic.BINARY32, None, None, F32)
+    assert plan.operation == "mylib.op" and plan.compute is sw.Arithmetic.BINARY32 and plan.output is F32
     assert plan.accumulation is None and plan.accumulator_dtype is None
-    assert [(p.role, p.dtype, p.convert_to) for p in plan.operands] == [("tensor", F32, F32), ("weak_scalar", None, F32)]
-    twin = sw.OperationPlan("mylib.op", [sw.OperandPlan.tensor(F32), sw.OperandPlan.weak_scalar(F32)], sw.Arithmetic.BINARY32, F32)
+    roles = [(p.role, p.role.value, p.dtype, p.convert_to) for p in plan.operands]
+    assert roles == [(OperandRole.TENSOR, "tensor", F32, F32), (OperandRole.WEAK_SCALAR, "weak_scalar", None, F32)]
+    twin = sw.OperationPlan(
+        operation="mylib.op",
+        operands=(TENSOR_F32, SCALAR_F32),
+        compute=sw.Arithmetic.BINARY32,
+        accumulation=None,
+        accumulator_dtype=None,
+        output=F32,
+    )
     assert plan == twin and hash(plan) == hash(twin)
     assert str(plan) == "mylib.op with operands (tensor Float32->Float32, weak_scalar->Float32), binary32 compute, no accumulation, Float32 output"
     assert sw.OperationCapability.from_plan(plan) == sw.OperationCapability.from_plan(twin)
-    reduce = sw.OperationPlan("mylib.sum", [sw.OperandPlan.tensor(F32)], sw.Arithmetic.BINARY32, F32, sw.Accumulation.FLOATING, F32)
-    assert reduce.accumulation == sw.Accumulation.FLOATING and reduce.accumulator_dtype is F32
-    assert sw.OperationCapability.from_plan(sw.OperationCapability("add", (F32, F32))) == sw.OperationCapability("add", (F32, F32))
+    reduce = sw.OperationPlan("mylib.sum", [TENSOR_F32], sw.Arithmetic.BINARY32, sw.Accumulation.FLOATING, F32, F32)
+    assert reduce.accumulation is sw.Accumulation.FLOATING and reduce.accumulator_dtype is F32
+    assert reduce.compute.value == "binary32" and reduce.accumulation.value == "floating"
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'output'"):
+        sw.OperationPlan("mylib.op", [TENSOR_F32], sw.Arithmetic.BINARY32, None, None)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="^the plan for 'mylib.op' needs at least one operand$"):
-        sw.OperationPlan("mylib.op", [], sw.Arithmetic.BINARY32, F32)
+        sw.OperationPlan("mylib.op", [], sw.Arithmetic.BINARY32, None, None, F32)
     with pytest.raises(TypeError, match="^OperationPlan compute must be an Arithmetic, got str$"):
-        sw.OperationPlan("mylib.op", [sw.OperandPlan.tensor(F32)], "binary32", F32)  # type: ignore[arg-type]
+        sw.OperationPlan("mylib.op", [TENSOR_F32], "binary32", None, None, F32)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="^OperationPlan operands must hold OperandPlan values, got DType$"):
-        sw.OperationPlan("mylib.op", [F32], sw.Arithmetic.BINARY32, F32)  # type: ignore[list-item]
-    with pytest.raises(TypeError, match="^OperandPlan.tensor dtype must be a DType, got int$"):
-        sw.OperandPlan.tensor(3)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="simple"):
-        sw.OperandPlan.tensor(sw.DType.Floating)
+        sw.OperationPlan("mylib.op", [F32], sw.Arithmetic.BINARY32, None, None, F32)  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="^OperationPlan accumulation must be an Accumulation or None, got str$"):
+        sw.OperationPlan("mylib.op", [TENSOR_F32], sw.Arithmetic.BINARY32, "floating", None, F32)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="^OperationPlan output must be a SimpleDType, got the category Floating$"):
+        sw.OperationPlan("mylib.op", [TENSOR_F32], sw.Arithmetic.BINARY32, None, None, sw.DType.Floating)
     with pytest.raises(TypeError, match="^OperationCapability.from_plan plan must be an OperationPlan, got str$"):
         sw.OperationCapability.from_plan("add")  # type: ignore[arg-type]
+
+
+def test_operand_plans_take_the_role_dtype_and_conversion() -> None:
+    widened = sw.OperandPlan(OperandRole.TENSOR, sw.DType.Int32, F32)
+    assert (widened.role, widened.dtype, widened.convert_to) == (OperandRole.TENSOR, sw.DType.Int32, F32)
+    assert widened == sw.OperandPlan(role=OperandRole.TENSOR, dtype=sw.DType.Int32, convert_to=F32)
+    assert hash(widened) == hash(sw.OperandPlan(OperandRole.TENSOR, sw.DType.Int32, F32))
+    assert repr(SCALAR_F32) == "OperandPlan(role=OperandRole.WEAK_SCALAR, dtype=None, convert_to=Float32)"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        widened.convert_to = sw.DType.Int32  # type: ignore[misc]
+    with pytest.raises(TypeError, match="^OperandPlan role must be an OperandRole, got str$"):
+        sw.OperandPlan("tensor", F32, F32)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="^a tensor operand plan needs a storage dtype: OperandPlan dtype is None$"):
+        sw.OperandPlan(OperandRole.TENSOR, None, F32)
+    with pytest.raises(TypeError, match="^a weak scalar operand plan has no storage dtype: OperandPlan dtype must be None, got Int32$"):
+        sw.OperandPlan(OperandRole.WEAK_SCALAR, sw.DType.Int32, sw.DType.Int32)
+    with pytest.raises(TypeError, match="^OperandPlan convert_to must be a SimpleDType, got the category Floating$"):
+        sw.OperandPlan(OperandRole.TENSOR, F32, sw.DType.Floating)
+    with pytest.raises(TypeError, match="^OperandPlan dtype must be a SimpleDType, got int$"):
+        sw.OperandPlan(OperandRole.TENSOR, 3, F32)  # type: ignore[arg-type]
 
 
 def test_result_specs_and_invocations_check_their_fields() -> None:

@@ -35,6 +35,7 @@ def run_child(code: str, limit: int = MEMORY_LIMIT, timeout: float = 60.0) -> su
 PROLOGUE = """
 import threading, time
 import strideweave as sw
+from strideweave.carriers.operation_policy import resolve_operation_plan
 from strideweave.carriers import extension as ext
 F32 = sw.DType.Float32
 
@@ -81,7 +82,7 @@ def prepare(invocation, interface):
         return ext.ProviderResult([invocation.allocate_result(0)])
     return ext.PreparedKernel(interface, submit)
 
-pattern = sw.KernelPattern(sw.operation_definition("neg"), [sw.OperationCapability("neg", (F32,))], "slow.neg", prepare)
+pattern = sw.KernelPattern(sw.operation_definition("neg"), [sw.OperationCapability.from_plan(resolve_operation_plan("neg", F32))], "slow.neg", prepare)
 kernels = sw.KernelProvider(sw.KernelExecutionInterface("1"), [pattern])
 sw.register_carrier_definition(Slots, sw.CarrierDefinition(storage(), kernels=kernels))
 t = sw.Tensor.compact(Slots(4, dtype=F32), (4,))

@@ -24,13 +24,14 @@ from strideweave.carriers.operation_capability import (
     supports_operation_plan,
     unsupported_plan_reason,
 )
+from strideweave.carriers.operation_policy import resolve_operation_plan
 from strideweave.operation import Operation
 
 from authoring_helpers import ListStorage, RingInterface
 
 F32 = sw.DType.Float32
-NEG = sw.OperationCapability("neg", (F32,))
-ADD = sw.OperationCapability("add", (F32, F32))
+NEG = sw.OperationCapability.from_plan(resolve_operation_plan("neg", F32))
+ADD = sw.OperationCapability.from_plan(resolve_operation_plan("add", F32, F32))
 
 
 class Faults:

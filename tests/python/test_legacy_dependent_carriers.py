@@ -15,14 +15,15 @@ from strideweave.carriers.operation_capability import (
     capabilities_for_carrier_class,
     register_operation_capabilities,
 )
+from strideweave.carriers.operation_policy import resolve_operation_plan
 from strideweave.operation import Operation
 
 from authoring_helpers import ListStorage
 
 F32 = sw.DType.Float32
-NEG = sw.OperationCapability("neg", (F32,))
-ADD = sw.OperationCapability("add", (F32, F32))
-RELU = sw.OperationCapability("relu", (F32,))
+NEG = sw.OperationCapability.from_plan(resolve_operation_plan("neg", F32))
+ADD = sw.OperationCapability.from_plan(resolve_operation_plan("add", F32, F32))
+RELU = sw.OperationCapability.from_plan(resolve_operation_plan("relu", F32))
 
 NOT_FINALIZED = "instance has not finalized its operation capabilities"
 
@@ -115,7 +116,7 @@ def test_an_instance_answers_with_the_capabilities_it_generated_not_its_class() 
     assert both.supports_operation_plan(ADD) and not negating.supports_operation_plan(ADD)
     assert negating.unsupported_plan_reason(NEG) is None
     assert negating.unsupported_plan_reason(ADD) == "Answering declares no operation-plan capability for 'add'"
-    relu_int = sw.OperationCapability("relu", (sw.DType.Int32,))
+    relu_int = sw.OperationCapability.from_plan(resolve_operation_plan("relu", sw.DType.Int32))
     assert cls(sw.CPU.from_values([1.0]), [RELU]).unsupported_plan_reason(relu_int) == (
         f"Answering declares no operation-plan capability for this 'relu' plan: {relu_int}"
     )

@@ -164,7 +164,7 @@ ORIGINAL: Dict[str, List[str]] = {
 _NEEDS_NATIVE_TOP_LEVEL = [
     # the dtype model's classes
     "BlockScaledDType", "CompoundDType", "DTypeCategory", "Level",
-    "LevelExtent", "OperandCapability", "RepresentationRule",
+    "LevelExtent", "RepresentationRule",
     "RepresentationValidationContext", "SimpleDType", "SymbolicBits", "Whole", "WholeExtent",
     # the legacy operation classes the native module does not export
     "BroadcastOperation",
@@ -206,24 +206,17 @@ NEEDS_NATIVE_SUPPORT: Dict[str, List[str]] = {
     ] + ["OperationCall"],
     "strideweave.carriers": [
         "BlockScaledDType", "CompoundDType", "DTypeCategory",
-        "EvictableOperation", "Level", "LevelExtent", "OperandCapability",
+        "EvictableOperation", "Level", "LevelExtent",
         "RepresentationRule", "RepresentationValidationContext", "SimpleDType", "SymbolicBits",
         "Whole", "WholeExtent",
     ],
     "strideweave.carriers.move": [
         "CpuToMetalMoveOperation", "MetalToCpuMoveOperation", "MetalToMetalMoveOperation",
     ],
-    "strideweave.carriers.operation_capability": [
-        "OperandCapability",
-        # public in the original though not in its `__all__`
-        "carrier_operation_capabilities", "carrier_supports_operation_plan",
-        "carrier_unsupported_plan_reason", "require_carrier_capability",
-    ],
     "strideweave.carriers.operation_policy": [
-        "OperandRole", "OperationExecutionOptions", "OperationOverload", "OperationSpec",
-        "POW_INTEGER_EXPONENT_MAX", "WEAK_SCALAR_PROBES", "WeakScalarKind",
-        "operation_execution_options", "plan_accumulator_variants", "registered_operations",
-        "resolvable_plans", "resolve_operation_plan",
+        "OperationExecutionOptions", "POW_INTEGER_EXPONENT_MAX", "WEAK_SCALAR_PROBES",
+        "WeakScalarKind", "operation_execution_options", "plan_accumulator_variants",
+        "resolvable_plans",
     ],
     "strideweave.carriers.evictable": ["EvictableOperation"],
 }
@@ -243,7 +236,8 @@ PYTHON_WRITTEN: Dict[str, List[str]] = {
     "strideweave.operation": ["broadcast_to", "permute", "reshape"],
     "strideweave.carriers.operation_policy": [
         "ACCUMULATOR_CONFIGURABLE_OPERATIONS", "INT32_MAX", "INT32_MIN",
-        "SUPPORTED_ACCUMULATOR_DTYPES", "SUPPORTED_TENSOR_DTYPES",
+        "SUPPORTED_ACCUMULATOR_DTYPES", "SUPPORTED_TENSOR_DTYPES", "OperationOverload",
+        "OperationSpec", "registered_operations",
     ],
 }
 

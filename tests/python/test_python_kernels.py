@@ -10,6 +10,7 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers import extension as ext
+from strideweave.carriers.operation_policy import resolve_operation_plan
 
 from authoring_helpers import (
     F32,
@@ -200,15 +201,17 @@ def test_kernel_pattern_checks_every_field() -> None:
 
 
 def test_operation_capability_and_definition_values() -> None:
-    assert neg_plan() == sw.OperationCapability("neg", [F32]) and neg_plan().operation == "neg"
-    assert hash(neg_plan()) == hash(sw.OperationCapability("neg", (F32,)))
-    assert sw.OperationCapability("mul", (F32, 2.0)) != sw.OperationCapability("mul", (F32, F32))
-    with pytest.raises(TypeError, match="^OperationCapability operation must be a str, got int$"):
-        sw.OperationCapability(1, (F32,))  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="operands must hold DType or bool, int or float values, got str"):
-        sw.OperationCapability("neg", ("f",))  # type: ignore[arg-type]
-    with pytest.raises(NotImplementedError, match="no built-in operation"):
-        sw.OperationCapability("frobnicate", (F32,))
+    assert neg_plan() == sw.OperationCapability.from_plan(resolve_operation_plan("neg", F32))
+    assert neg_plan().operation == "neg"
+    assert hash(neg_plan()) == hash(sw.OperationCapability.from_plan(resolve_operation_plan("neg", F32)))
+    by_scalar = sw.OperationCapability.from_plan(resolve_operation_plan("mul", F32, 2.0))
+    assert by_scalar != sw.OperationCapability.from_plan(resolve_operation_plan("mul", F32, F32))
+    with pytest.raises(TypeError, match="^resolve_operation_plan operation must be a str, got int$"):
+        resolve_operation_plan(1, F32)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="^resolve_operation_plan operand 0 must be a DType \\(a tensor operand\\) or a real Python number \\(a weak scalar\\), got str$"):
+        resolve_operation_plan("neg", "f")  # type: ignore[arg-type]
+    with pytest.raises(NotImplementedError, match="^no dtype plan is defined for 'frobnicate': it is not a built-in operation"):
+        resolve_operation_plan("frobnicate", F32)
     assert NEG.name == "neg" and NEG.is_builtin and NEG == sw.operation_definition("neg") and NEG != ADD
     with pytest.raises(NotImplementedError, match="no operation named"):
         sw.operation_definition("frobnicate")

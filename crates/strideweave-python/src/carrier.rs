@@ -1056,18 +1056,39 @@ impl PyOperationCapability {
         Err(crate::errors::frozen_field(py, name))
     }
 
-    /// `OperationCapability(operation, operands, accumulator=None)`: the plan central
-    /// planning resolves for the built-in `operation` on `operands` (each a `DType` for a
-    /// tensor operand, or a scalar for a weak one).
+    /// The original's `OperationCapability(operation, operands, compute, accumulation,
+    /// accumulator_dtype, output)`: exactly the plan of these fields, its operands
+    /// `OperandCapability` values (every field required; `accumulation` and
+    /// `accumulator_dtype` may be `None`). `OperationCapability.from_plan(plan)` builds the
+    /// same from a plan; `resolve_operation_plan` resolves a built-in's plan.
     #[new]
-    #[pyo3(signature = (operation, operands, accumulator=None))]
+    #[pyo3(signature = (operation, operands, compute, accumulation, accumulator_dtype, output))]
     fn py_new(
         operation: &Bound<'_, PyAny>,
         operands: &Bound<'_, PyAny>,
-        accumulator: Option<&Bound<'_, PyAny>>,
+        compute: &Bound<'_, PyAny>,
+        accumulation: &Bound<'_, PyAny>,
+        accumulator_dtype: &Bound<'_, PyAny>,
+        output: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
-        let inner = crate::invocation::capability_of(operation, operands, accumulator)?;
-        Ok(PyOperationCapability { inner })
+        let plan = crate::planning::plan_from_fields(
+            "OperationCapability",
+            operation,
+            operands,
+            compute,
+            accumulation,
+            accumulator_dtype,
+            output,
+            |item| {
+                item.cast::<crate::planning::PyOperandCapability>()
+                    .ok()
+                    .map(|c| c.get().inner)
+            },
+            "OperandCapability",
+        )?;
+        Ok(PyOperationCapability {
+            inner: strideweave::operation::OperationCapability::from_plan(plan),
+        })
     }
 
     /// The capability of exactly `plan` (an `OperationPlan`): how a kernel pattern lists the
@@ -1084,6 +1105,57 @@ impl PyOperationCapability {
     #[getter]
     fn operation(&self) -> String {
         self.inner.operation().to_owned()
+    }
+
+    /// The operands, in order: `OperandCapability` values.
+    #[getter]
+    fn operands(&self, py: Python<'_>) -> PyResult<Py<PyTuple>> {
+        let items = self
+            .inner
+            .plan()
+            .operands()
+            .iter()
+            .map(|operand| Py::new(py, crate::planning::PyOperandCapability { inner: *operand }))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyTuple::new(py, items)?.unbind())
+    }
+
+    /// The compute arithmetic.
+    #[getter]
+    fn compute(&self) -> crate::custom_ops::PyArithmetic {
+        crate::custom_ops::PyArithmetic::of(self.inner.plan().compute())
+    }
+
+    /// The accumulation of a reduction, else `None`.
+    #[getter]
+    fn accumulation(&self) -> Option<crate::custom_ops::PyAccumulation> {
+        self.inner
+            .plan()
+            .accumulation()
+            .map(crate::custom_ops::PyAccumulation::of)
+    }
+
+    /// The accumulator dtype of a reduction, else `None`.
+    #[getter]
+    fn accumulator_dtype(&self, py: Python<'_>) -> PyResult<Option<Py<PyDType>>> {
+        self.inner
+            .plan()
+            .accumulator_dtype()
+            .map(|dtype| crate::dtype::wrap(py, dtype))
+            .transpose()
+    }
+
+    /// The output dtype.
+    #[getter]
+    fn output(&self, py: Python<'_>) -> PyResult<Py<PyDType>> {
+        crate::dtype::wrap(py, self.inner.plan().output())
+    }
+
+    /// Whether `plan` (an `OperationPlan` or `OperationCapability`) is exactly this
+    /// capability's plan: every field takes part.
+    fn matches(&self, plan: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let plan = crate::custom_ops::expect_plan(plan, "OperationCapability.matches plan")?;
+        Ok(self.inner.matches(&plan))
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {

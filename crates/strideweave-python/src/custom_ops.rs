@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use strideweave::operation::{
     define_operation as core_define, operation_definition as core_definition, Accumulation,
-    Arithmetic, BoundOperationCall, Operand, OperandKind, OperandPlan, OperandRole, OperandSpec,
+    Arithmetic, BoundOperationCall, Operand, OperandKind, OperandPlan, OperandSpec,
     OperationDefinition, OperationPlan, OperationSchema, OptionSpec, OptionValue,
     ResolvedInvocation, Vjp, VjpContext,
 };
@@ -94,7 +94,7 @@ pub enum PyArithmetic {
 }
 
 impl PyArithmetic {
-    fn core(self) -> Arithmetic {
+    pub(crate) fn core(self) -> Arithmetic {
         match self {
             PyArithmetic::Binary32 => Arithmetic::Binary32,
             PyArithmetic::Int32ExactChecked => Arithmetic::Int32ExactChecked,
@@ -102,12 +102,22 @@ impl PyArithmetic {
         }
     }
 
-    fn of(arithmetic: Arithmetic) -> Self {
+    pub(crate) fn of(arithmetic: Arithmetic) -> Self {
         match arithmetic {
             Arithmetic::Binary32 => PyArithmetic::Binary32,
             Arithmetic::Int32ExactChecked => PyArithmetic::Int32ExactChecked,
             Arithmetic::Int32Exact => PyArithmetic::Int32Exact,
         }
+    }
+}
+
+#[pymethods]
+impl PyArithmetic {
+    /// The original's string value: `"binary32"`, `"int32_exact_checked"` or
+    /// `"int32_exact"`.
+    #[getter]
+    fn value(&self) -> &'static str {
+        self.core().name()
     }
 }
 
@@ -142,7 +152,7 @@ pub enum PyAccumulation {
 }
 
 impl PyAccumulation {
-    fn core(self) -> Accumulation {
+    pub(crate) fn core(self) -> Accumulation {
         match self {
             PyAccumulation::Floating => Accumulation::Floating,
             PyAccumulation::SequentialBinary32 => Accumulation::SequentialBinary32,
@@ -155,7 +165,7 @@ impl PyAccumulation {
         }
     }
 
-    fn of(accumulation: Accumulation) -> Self {
+    pub(crate) fn of(accumulation: Accumulation) -> Self {
         match accumulation {
             Accumulation::Floating => PyAccumulation::Floating,
             Accumulation::SequentialBinary32 => PyAccumulation::SequentialBinary32,
@@ -166,6 +176,15 @@ impl PyAccumulation {
             Accumulation::Argmin => PyAccumulation::Argmin,
             Accumulation::ExactInteger => PyAccumulation::ExactInteger,
         }
+    }
+}
+
+#[pymethods]
+impl PyAccumulation {
+    /// The original's string value, e.g. `"sequential_binary32"` or `"exact_integer"`.
+    #[getter]
+    fn value(&self) -> &'static str {
+        self.core().name()
     }
 }
 
@@ -216,16 +235,6 @@ fn expect_bool(object: &Bound<'_, PyAny>, what: &str) -> PyResult<bool> {
     object.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
         PyTypeError::new_err(format!("{what} must be a bool, got {}", type_name(object)))
     })
-}
-
-/// A `DType` argument; `what` names the field.
-fn expect_dtype(object: &Bound<'_, PyAny>, what: &str) -> PyResult<strideweave::DType> {
-    object
-        .cast::<PyDType>()
-        .map(|d| d.get().inner)
-        .map_err(|_| {
-            PyTypeError::new_err(format!("{what} must be a DType, got {}", type_name(object)))
-        })
 }
 
 /// An option value: `None`, a `DType`, or a `bool`, `int` or `float`; `what` names it.
@@ -475,11 +484,11 @@ impl PyOperationSchema {
     }
 }
 
-/// The seed's `OperandPlan`: one operand of a plan — its role, its dtype (`None` for a weak
-/// scalar) and the dtype it is converted to for computing. Made with `OperandPlan.tensor`
-/// or `OperandPlan.weak_scalar`.
-#[pyclass(name = "OperandPlan", module = "strideweave", frozen, eq)]
-#[derive(Clone, PartialEq)]
+/// The seed's `OperandPlan`, spelled as the original's `OperandPlan(role, dtype,
+/// convert_to)`: one operand of a plan — its `OperandRole`, its storage dtype (`None` for a
+/// weak scalar) and the dtype it is converted to for computing. Immutable and hashable.
+#[pyclass(name = "OperandPlan", module = "strideweave", frozen, eq, hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct PyOperandPlan {
     inner: OperandPlan,
 }
@@ -496,36 +505,28 @@ impl PyOperandPlan {
         Err(crate::errors::frozen_field(py, name))
     }
 
-    /// A tensor operand of `dtype`, converted to `convert_to` (default: `dtype`).
-    #[staticmethod]
-    #[pyo3(signature = (dtype, convert_to=None))]
-    fn tensor(dtype: &Bound<'_, PyAny>, convert_to: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
-        let dtype = expect_dtype(dtype, "OperandPlan.tensor dtype")?;
-        let convert_to = match convert_to {
-            None => dtype,
-            Some(target) => expect_dtype(target, "OperandPlan.tensor convert_to")?,
-        };
+    #[new]
+    #[pyo3(signature = (role, dtype, convert_to))]
+    fn py_new(
+        role: &Bound<'_, PyAny>,
+        dtype: &Bound<'_, PyAny>,
+        convert_to: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
         Ok(PyOperandPlan {
-            inner: OperandPlan::tensor(dtype, convert_to).py()?,
+            inner: crate::planning::operand_from_fields(
+                "OperandPlan",
+                "plan",
+                role,
+                dtype,
+                convert_to,
+            )?,
         })
     }
 
-    /// A weak scalar operand converted to `convert_to`.
-    #[staticmethod]
-    fn weak_scalar(convert_to: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let convert_to = expect_dtype(convert_to, "OperandPlan.weak_scalar convert_to")?;
-        Ok(PyOperandPlan {
-            inner: OperandPlan::weak_scalar(convert_to).py()?,
-        })
-    }
-
-    /// `"tensor"` or `"weak_scalar"`.
+    /// `OperandRole.TENSOR` or `OperandRole.WEAK_SCALAR`.
     #[getter]
-    fn role(&self) -> &'static str {
-        match self.inner.role() {
-            OperandRole::Tensor => "tensor",
-            OperandRole::WeakScalar => "weak_scalar",
-        }
+    fn role(&self) -> crate::planning::PyOperandRole {
+        crate::planning::PyOperandRole::of(self.inner.role())
     }
 
     /// The operand's dtype, `None` for a weak scalar.
@@ -542,10 +543,16 @@ impl PyOperandPlan {
     fn convert_to(&self, py: Python<'_>) -> PyResult<Py<PyDType>> {
         crate::dtype::wrap(py, self.inner.convert_to())
     }
+
+    fn __repr__(&self) -> String {
+        crate::planning::operand_repr("OperandPlan", &self.inner)
+    }
 }
 
-/// The seed's `OperationPlan(operation, operands, compute, output, accumulation=None,
-/// accumulator_dtype=None)`: how an operation computes on given operand dtypes. Immutable
+/// The seed's `OperationPlan`, spelled as the original's `OperationPlan(operation, operands,
+/// compute, accumulation, accumulator_dtype, output)` (every field required; `accumulation`
+/// and `accumulator_dtype` are `None` for a plan without them): how an operation computes
+/// on given operand dtypes. Immutable
 /// and hashable; a custom operation's resolver returns one inside its `ResolvedInvocation`,
 /// and `OperationCapability.from_plan(plan)` is the capability a kernel pattern lists for it.
 #[pyclass(name = "OperationPlan", module = "strideweave", frozen, eq)]
@@ -567,63 +574,26 @@ impl PyOperationPlan {
     }
 
     #[new]
-    #[pyo3(signature = (operation, operands, compute, output, accumulation=None, accumulator_dtype=None))]
+    #[pyo3(signature = (operation, operands, compute, accumulation, accumulator_dtype, output))]
     fn py_new(
         operation: &Bound<'_, PyAny>,
         operands: &Bound<'_, PyAny>,
         compute: &Bound<'_, PyAny>,
+        accumulation: &Bound<'_, PyAny>,
+        accumulator_dtype: &Bound<'_, PyAny>,
         output: &Bound<'_, PyAny>,
-        accumulation: Option<&Bound<'_, PyAny>>,
-        accumulator_dtype: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let operation = expect_str(operation, "OperationPlan operation")?;
-        let operands = materialize(operands, "OperationPlan operands")?
-            .iter()
-            .map(|item| {
-                item.cast::<PyOperandPlan>()
-                    .map(|p| p.get().inner)
-                    .map_err(|_| {
-                        PyTypeError::new_err(format!(
-                            "OperationPlan operands must hold OperandPlan values, got {}",
-                            type_name(&item)
-                        ))
-                    })
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        let compute = compute
-            .cast::<PyArithmetic>()
-            .map(|c| c.get().core())
-            .map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "OperationPlan compute must be an Arithmetic, got {}",
-                    type_name(compute)
-                ))
-            })?;
-        let output = expect_dtype(output, "OperationPlan output")?;
-        let accumulation = accumulation
-            .map(|a| {
-                a.cast::<PyAccumulation>()
-                    .map(|a| a.get().core())
-                    .map_err(|_| {
-                        PyTypeError::new_err(format!(
-                            "OperationPlan accumulation must be an Accumulation or None, got {}",
-                            type_name(a)
-                        ))
-                    })
-            })
-            .transpose()?;
-        let accumulator_dtype = accumulator_dtype
-            .map(|d| expect_dtype(d, "OperationPlan accumulator_dtype"))
-            .transpose()?;
-        let inner = OperationPlan::new(
-            &operation,
+        let inner = crate::planning::plan_from_fields(
+            "OperationPlan",
+            operation,
             operands,
             compute,
             accumulation,
             accumulator_dtype,
             output,
-        )
-        .py()?;
+            |item| item.cast::<PyOperandPlan>().ok().map(|p| p.get().inner),
+            "OperandPlan",
+        )?;
         Ok(PyOperationPlan { inner })
     }
 

@@ -7,11 +7,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use strideweave::operation::{
     operation_definition as core_definition, Operand, OperationCapability, OperationDefinition,
-    PlanOperand, ResolvedInvocation, ResultSpec,
+    ResolvedInvocation, ResultSpec,
 };
 
 use crate::carrier::PyOperationCapability;
-use crate::convert::{from_value, to_index, to_value, type_name};
+use crate::convert::{from_value, to_index, type_name};
 use crate::dtype::PyDType;
 use crate::errors::IntoPyResult;
 use crate::layout::PyLayout;
@@ -157,65 +157,6 @@ pub fn operation_definition(name: &Bound<'_, PyAny>) -> PyResult<PyOperationDefi
     })?;
     let inner = core_definition(&name.to_cow()?).py()?;
     Ok(PyOperationDefinition { inner })
-}
-
-/// The capability of the built-in `operation` on `operands`: each a `DType` (a tensor of that
-/// dtype) or a `bool`, `int` or `float` (a weak scalar), with an optional `accumulator`
-/// dtype — the plan central planning resolves for them.
-pub fn capability_of(
-    operation: &Bound<'_, PyAny>,
-    operands: &Bound<'_, PyAny>,
-    accumulator: Option<&Bound<'_, PyAny>>,
-) -> PyResult<OperationCapability> {
-    let name = operation.cast::<PyString>().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "OperationCapability operation must be a str, got {}",
-            type_name(operation)
-        ))
-    })?;
-    let iterator = operands.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "OperationCapability operands must be an iterable of DType or scalar values, got {}",
-            type_name(operands)
-        ))
-    })?;
-    let mut plan_operands = Vec::new();
-    for item in iterator {
-        let item = item?;
-        if let Ok(dtype) = item.cast::<PyDType>() {
-            plan_operands.push(PlanOperand::Tensor(dtype.get().inner));
-            continue;
-        }
-        let value = to_value(&item, "OperationCapability operand").map_err(|_| {
-            PyTypeError::new_err(format!(
-                "OperationCapability operands must hold DType or bool, int or float values, \
-                 got {}",
-                type_name(&item)
-            ))
-        })?;
-        plan_operands.push(PlanOperand::Scalar(value));
-    }
-    let accumulator = match accumulator.filter(|a| !a.is_none()) {
-        None => None,
-        Some(dtype) => Some(
-            dtype
-                .cast::<PyDType>()
-                .map(|d| d.get().inner)
-                .map_err(|_| {
-                    PyTypeError::new_err(format!(
-                        "OperationCapability accumulator must be a DType or None, got {}",
-                        type_name(dtype)
-                    ))
-                })?,
-        ),
-    };
-    let plan = strideweave::operation::resolve_operation_plan(
-        &name.to_cow()?,
-        &plan_operands,
-        accumulator,
-    )
-    .py()?;
-    Ok(OperationCapability::from_plan(plan))
 }
 
 /// The core capability of a Python `OperationCapability`; `what` names the field.

@@ -21,6 +21,7 @@ mod legacy_dependent;
 mod movement;
 mod moves;
 mod numpy_interop;
+mod planning;
 mod residency;
 mod tensor;
 mod tiled;
@@ -190,6 +191,10 @@ fn add_custom_operations(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<custom_ops::PyOperationSchema>()?;
     m.add_class::<custom_ops::PyOperandPlan>()?;
     m.add_class::<custom_ops::PyOperationPlan>()?;
+    m.add_class::<planning::PyOperandRole>()?;
+    m.add_class::<planning::PyOperandCapability>()?;
+    m.add_function(wrap_pyfunction!(planning::resolve_operation_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(planning::_plan_signatures, m)?)?;
     m.add_class::<custom_ops::PyBoundOperationCall>()?;
     m.add_class::<custom_ops::PyVjpContext>()?;
     m.add_function(wrap_pyfunction!(custom_ops::define_operation, m)?)?;

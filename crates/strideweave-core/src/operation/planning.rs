@@ -62,7 +62,7 @@ pub fn resolve_operation_plan(
 ) -> Result<OperationPlan> {
     let builtin = Builtin::from_name(operation).ok_or_else(|| {
         Error::NotImplemented(format!(
-            "no built-in operation {} (known: {})",
+            "no dtype plan is defined for {}: it is not a built-in operation (built-ins: {})",
             quoted(operation),
             BUILTIN_OPERATIONS.join(", ")
         ))
@@ -148,20 +148,20 @@ impl Family {
     /// The operand forms the family accepts, for arity/role messages.
     fn needs(self) -> &'static str {
         match self {
-            Family::Additive | Family::Matmul => "two tensor operands",
+            Family::Additive | Family::Matmul => "takes 2 operands: two tensors",
             Family::Mul => {
-                "two operands: two tensors, or a tensor and a weak scalar in either order"
+                "takes 2 operands: two tensors, or a tensor and a weak scalar in either order"
             }
             Family::Div | Family::Extremum | Family::Compare { .. } => {
-                "two operands: a tensor, then a tensor or a weak scalar"
+                "takes 2 operands: a tensor, then a tensor or a weak scalar"
             }
             Family::Relu
             | Family::SignChange
             | Family::Transcendental
             | Family::ReduceSum
-            | Family::ReduceMax => "one tensor operand",
+            | Family::ReduceMax => "takes 1 operand: a tensor",
             Family::Select => {
-                "three operands: a Bool tensor condition, then two tensors or weak scalars"
+                "takes 3 operands: a Bool tensor condition, then two tensors or weak scalars"
             }
         }
     }
@@ -266,7 +266,7 @@ impl OperandShape {
         shape.ok_or_else(|| {
             let got: Vec<String> = operands.iter().map(|o| describe_operand(*o)).collect();
             Error::Type(format!(
-                "'{operation}' needs {}, got {} operand(s) ({})",
+                "'{operation}' {}; got {} operand(s) ({})",
                 family.needs(),
                 operands.len(),
                 got.join(", ")
@@ -313,7 +313,8 @@ impl Element {
             )))
         } else {
             Err(Error::NotImplemented(format!(
-                "'{operation}': no plan computes on {dtype} tensors"
+                "'{operation}': no backend implements operations on {dtype} tensors (plans \
+                 compute on Float32, Int32 and Bool)"
             )))
         }
     }
@@ -379,7 +380,7 @@ impl Planner<'_> {
             Ok(())
         } else {
             Err(Error::Overflow(format!(
-                "'{}': weak scalar {value} meets an Int32 plan and is outside the Int32 range \
+                "'{}': weak scalar {value} meets an Int32 plan and is out of int32 range \
                  [{}, {}]",
                 self.operation,
                 i32::MIN,
@@ -1144,7 +1145,7 @@ mod tests {
                 operands,
                 None,
                 ErrorKind::Type,
-                &[&format!("'{operation}' needs"), &operands.len().to_string()],
+                &[&format!("'{operation}' takes "), &operands.len().to_string()],
             );
         }
         assert_error(
