@@ -1145,7 +1145,10 @@ mod tests {
                 operands,
                 None,
                 ErrorKind::Type,
-                &[&format!("'{operation}' takes "), &operands.len().to_string()],
+                &[
+                    &format!("'{operation}' takes "),
+                    &operands.len().to_string(),
+                ],
             );
         }
         assert_error(
