@@ -68,3 +68,34 @@ def test_bind_checks_a_call_against_the_schema_without_running_it() -> None:
     assert scaled.bind(t, 2.5).operand_kinds == (sw.OperandKind.TENSOR, sw.OperandKind.WEAK_SCALAR)
     with pytest.raises(TypeError, match="^operand 'k' of 'spellings.scale' must be a WeakScalar operand$"):
         scaled.bind(t, t)
+
+
+def test_carrier_scatter_writes_through_a_mapping_atomically() -> None:
+    source = sw.Tensor.compact(sw.Generic([10, 20, 30], dtype=sw.DType.Int32), (3,))
+    receiver = sw.Generic([0] * 52, dtype=sw.DType.Int32)
+    onto = sw.Tensor(receiver, 2, sw.Layout((5, 10), (1, 5)))
+    receiver.scatter(source, onto, sw.Layout(3, 5), 10)
+    assert [receiver[i] for i in (12, 17, 22)] == [10, 20, 30] and receiver.version == 1
+    assert sum(receiver[i] for i in range(52)) == 60
+    receiver.scatter(source, onto, sw.Layout(3, 1))
+    assert [receiver[i] for i in (2, 3, 4)] == [10, 20, 30] and receiver.version == 2
+    refusals = [
+        (lambda: receiver.scatter(source, onto, sw.Layout(4, 5), 10), ValueError,
+         "^scatter mapping shape must match the source shape: the source shape 3 differs from the mapping shape 4$"),
+        (lambda: receiver.scatter(source, source, sw.Layout(3, 5)), ValueError,
+         "^scatter destination is backed by another Generic carrier, not the receiver$"),
+        (lambda: receiver.scatter(source, onto, sw.Layout(3, 0)), ValueError, "is not injective"),
+        (lambda: receiver.scatter(source, onto, sw.Layout(3, 5), 40), ValueError, "out of range|outside"),
+        (lambda: receiver.scatter([1, 2, 3], onto, sw.Layout(3, 5)), TypeError, "scatter to_scatter must be a Tensor, got list"),
+    ]
+    for attempt, error, message in refusals:
+        with pytest.raises(error, match=message):
+            attempt()
+    assert receiver.version == 2 and sum(receiver[i] for i in range(52)) == 120
+    frozen = sw.Generic([0] * 8, dtype=sw.DType.Int32, mutable=False)
+    with pytest.raises(RuntimeError, match="^cannot scatter: the Generic carrier is immutable$"):
+        frozen.scatter(source, sw.Tensor(frozen, 0, sw.Layout(8, 1)), sw.Layout(3, 1))
+    on_disk = sw.FileBacked(dtype=sw.DType.Int32)
+    staged = sw.move(sw.Tensor.compact(sw.CPU(4, dtype=sw.DType.Int32), (4,)), on_disk)
+    with pytest.raises(NotImplementedError, match="^FileBacked carriers do not support scatter$"):
+        on_disk.scatter(source, staged, sw.Layout(3, 1))

@@ -581,6 +581,33 @@ impl PyCarrier {
         crate::finalization::detach(py, || carrier.release()).py()
     }
 
+    /// `scatter(to_scatter, scatter_onto, mapping, mapping_offset=0)`: writes element `i` of
+    /// the tensor `to_scatter` to slot `scatter_onto.offset + mapping_offset + mapping(i)` of
+    /// this carrier, which must back `scatter_onto`; one version step, and nothing written
+    /// when any check fails (docs/carriers.md, "Scatter").
+    #[pyo3(signature = (to_scatter, scatter_onto, mapping, mapping_offset=None))]
+    fn scatter(
+        &self,
+        py: Python<'_>,
+        to_scatter: &Bound<'_, PyAny>,
+        scatter_onto: &Bound<'_, PyAny>,
+        mapping: &Bound<'_, PyAny>,
+        mapping_offset: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let source = crate::tensor::expect_tensor(to_scatter, "scatter to_scatter")?;
+        let destination = crate::tensor::expect_tensor(scatter_onto, "scatter scatter_onto")?;
+        let mapping = crate::layout::expect_layout(mapping, "scatter mapping")?;
+        let mapping_offset = match mapping_offset {
+            Some(offset) => to_index(offset, "scatter mapping_offset")?,
+            None => 0,
+        };
+        let carrier = self.carrier()?;
+        crate::finalization::detach(py, || {
+            carrier.scatter(&source, &destination, &mapping, mapping_offset)
+        })
+        .py()
+    }
+
     /// The plans this carrier executes (its instance reach, or its class's declaration), in
     /// the deterministic capability order; only those of `operation_name` when given.
     #[pyo3(signature = (operation_name=None))]

@@ -48,6 +48,7 @@ fn scenario_06_bad_shapes_and_foreign_destinations_are_value_errors() {
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Value);
     assert!(error.to_string().contains("differs from the mapping shape"));
+    assert!(error.to_string().contains("mapping shape must match"));
     let foreign = tensor(&[0.0, 0.0, 0.0, 0.0]);
     let error = receiver
         .scatter(&tensor(&[1.0, 2.0]), &foreign, &layout("2:2"), 0)

@@ -39,7 +39,8 @@ impl Carrier {
         self.check_writable("scatter")?;
         if source.shape() != mapping.shape() {
             return Err(Error::Value(format!(
-                "scatter source shape {} differs from the mapping shape {}",
+                "scatter mapping shape must match the source shape: the source shape {} \
+                 differs from the mapping shape {}",
                 source.shape(),
                 mapping.shape()
             )));
