@@ -310,6 +310,7 @@ mod tests {
 
     #[test]
     fn each_variant_reports_its_kind() {
+        let probe = CarrierClass::mint("Probe", crate::carrier::ClassKind::Independent);
         let cases = [
             (Error::Type("t".into()), ErrorKind::Type),
             (Error::Value("v".into()), ErrorKind::Value),
@@ -340,14 +341,14 @@ mod tests {
             ),
             (
                 Error::Released {
-                    class: crate::carriers::Cpu::carrier_class(),
+                    class: probe,
                     action: "read".into(),
                 },
                 ErrorKind::Runtime,
             ),
             (
                 Error::SlotOutOfRange {
-                    class: crate::carriers::Cpu::carrier_class(),
+                    class: probe,
                     index: 3,
                     size: 2,
                 },
@@ -355,7 +356,7 @@ mod tests {
             ),
             (
                 Error::UnstorableDtype {
-                    class: crate::carriers::Cpu::carrier_class(),
+                    class: probe,
                     dtype: DType::ANY,
                 },
                 ErrorKind::Value,

@@ -16,12 +16,46 @@ pub use crate::autograd::record::record_rule;
 pub use crate::extension::composite::CompositeAutograd;
 pub use crate::operation::provider_scope::note_slots;
 
-use crate::carrier::{Carrier, OwnershipToken};
+use crate::carrier::{Carrier, CarrierClass, OwnershipToken};
 use crate::dtype::Value;
 use crate::error::Result;
 use crate::extension::CompositeProvider;
-use crate::operation::ResultSpec;
+use crate::movement::MoveOperation;
+use crate::operation::{OperationCapability, ResultSpec};
 use crate::tensor::Tensor;
+
+/// Every plan of the built-in operations on the dtypes the shipped computing classes store:
+/// what Generic and the CPU declare of themselves. Computed once.
+pub fn builtin_capabilities() -> Arc<[OperationCapability]> {
+    crate::operation::capability_registry::builtin_capabilities()
+}
+
+/// Declares the capabilities of the shipped `class`, from its `declare_class` hook: a Type
+/// error for a class that is not shipped or has already declared, a Value error for
+/// duplicates.
+pub fn declare_shipped_capabilities(
+    class: CarrierClass,
+    capabilities: impl IntoIterator<Item = OperationCapability>,
+) -> Result<()> {
+    crate::operation::capability_registry::declare_shipped_capabilities(class, capabilities)
+}
+
+/// Registers the route from the shipped class `source` to `destination`, from the source's
+/// `declare_class` hook (a route of a class whose routes are fixed included).
+pub fn declare_shipped_move_operation(
+    source: CarrierClass,
+    destination: CarrierClass,
+    operation: Arc<dyn MoveOperation>,
+) -> Result<()> {
+    crate::movement::registry::declare_shipped_move_operation(source, destination, operation)
+}
+
+/// Fixes the routes of the shipped `class` to the ones it declares (`moves` says where it
+/// moves, for messages): no other pair with it at an end is registered, unregistered or
+/// copied elementwise.
+pub fn declare_fixed_routes(class: CarrierClass, moves: &'static str) -> Result<()> {
+    crate::movement::registry::declare_fixed_routes(class, moves)
+}
 
 /// `provider` with the framework-internal gradient `hooks` of the class it serves.
 pub fn composite_with_autograd(

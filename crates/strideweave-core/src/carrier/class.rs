@@ -1,10 +1,11 @@
 //! `CarrierClass`: the exact-class identity every carrier registry is keyed by.
 
 use std::any::{Any, TypeId};
+use std::cell::RefCell;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{LazyLock, OnceLock, PoisonError, RwLock};
+use std::sync::{LazyLock, Once, OnceLock, PoisonError, RwLock};
 
 use rustc_hash::FxHashMap;
 
@@ -39,13 +40,25 @@ struct ClassInfo {
     authorized: [AtomicUsize; AUTHORIZED],
     /// The next entry of `authorized` to overwrite.
     next_authorized: AtomicUsize,
+    /// The class's own declaration hook
+    /// ([`DefinitionFreeCarrier::declare_class`](crate::carrier::DefinitionFreeCarrier::declare_class)),
+    /// run once by [`CarrierClass::declare_once`]; `None` for a class without a Rust type of
+    /// the definition-free path.
+    declare: Option<fn(CarrierClass)>,
+    /// Completed once `declare` has run.
+    declared: Once,
 }
 
 /// How many authorized plans a class remembers.
 const AUTHORIZED: usize = 4;
 
 impl ClassInfo {
-    fn new(name: &'static str, kind: ClassKind, shipped: bool) -> ClassInfo {
+    fn new(
+        name: &'static str,
+        kind: ClassKind,
+        shipped: bool,
+        declare: Option<fn(CarrierClass)>,
+    ) -> ClassInfo {
         ClassInfo {
             name,
             kind,
@@ -54,8 +67,16 @@ impl ClassInfo {
             binding: OnceLock::new(),
             authorized: [const { AtomicUsize::new(0) }; AUTHORIZED],
             next_authorized: AtomicUsize::new(0),
+            declare,
+            declared: Once::new(),
         }
     }
+}
+
+thread_local! {
+    /// The classes whose declaration hook runs on this thread: a registry the hook calls
+    /// back into does not wait for the hook itself.
+    static DECLARING: RefCell<Vec<CarrierClass>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Neither observed nor defined: a definition may still be registered.
@@ -108,7 +129,13 @@ static BY_TYPE: LazyLock<RwLock<FxHashMap<TypeId, CarrierClass>>> =
 impl CarrierClass {
     /// The class of the Rust carrier type `T`, interned on first use.
     pub fn of<T: crate::carrier::DefinitionFreeCarrier>() -> CarrierClass {
-        CarrierClass::interned(TypeId::of::<T>(), T::NAME, T::KIND, T::ORIGIN)
+        CarrierClass::interned(
+            TypeId::of::<T>(),
+            T::NAME,
+            T::KIND,
+            T::ORIGIN,
+            Some(T::declare_class),
+        )
     }
 
     /// The class of the Rust type `T` that names a (typically definition-backed) carrier
@@ -120,6 +147,7 @@ impl CarrierClass {
             T::NAME,
             T::KIND,
             ClassOrigin::THIRD_PARTY,
+            None,
         )
     }
 
@@ -128,6 +156,7 @@ impl CarrierClass {
         name: &'static str,
         kind: ClassKind,
         origin: ClassOrigin,
+        declare: Option<fn(CarrierClass)>,
     ) -> CarrierClass {
         if let Some(class) = BY_TYPE
             .read()
@@ -139,7 +168,9 @@ impl CarrierClass {
         let mut by_type = BY_TYPE.write().unwrap_or_else(PoisonError::into_inner);
         *by_type.entry(type_id).or_insert_with(|| {
             let shipped = origin == ClassOrigin::SHIPPED;
-            CarrierClass(Box::leak(Box::new(ClassInfo::new(name, kind, shipped))))
+            CarrierClass(Box::leak(Box::new(ClassInfo::new(
+                name, kind, shipped, declare,
+            ))))
         })
     }
 
@@ -147,7 +178,32 @@ impl CarrierClass {
     /// same name). The identity lives for the rest of the process.
     pub fn mint(name: &str, kind: ClassKind) -> CarrierClass {
         let name: &'static str = Box::leak(Box::<str>::from(name));
-        CarrierClass(Box::leak(Box::new(ClassInfo::new(name, kind, false))))
+        CarrierClass(Box::leak(Box::new(ClassInfo::new(name, kind, false, None))))
+    }
+
+    /// Runs the class's own declaration hook, once per process, before a registry answers
+    /// anything about the class (its capabilities, its move operations): the registries call
+    /// this first, so what a class declares of itself is there before the first question.
+    /// Another thread waits for a hook that is running; the hook's own calls back into the
+    /// registries do not.
+    pub(crate) fn declare_once(self) {
+        let Some(declare) = self.0.declare else {
+            return;
+        };
+        if self.0.declared.is_completed()
+            || DECLARING.with(|declaring| declaring.borrow().contains(&self))
+        {
+            return;
+        }
+        self.0.declared.call_once(|| {
+            DECLARING.with(|declaring| declaring.borrow_mut().push(self));
+            // A panicking hook declares what it declared before the panic; the class stays
+            // usable (the panic is reported by the panic hook, the registries answer).
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| declare(self)));
+            DECLARING.with(|declaring| {
+                declaring.borrow_mut().retain(|class| *class != self);
+            });
+        });
     }
 
     /// The class name, used in every message about it.

@@ -39,6 +39,18 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
         CarrierClass::of::<Self>()
     }
 
+    /// The class's own declarations, made once per process before any registry answers a
+    /// question about `class` (its capability declaration, its move operations): a type
+    /// whose answers are fixed by the type itself declares them here instead of at start-up,
+    /// through the same registration functions a program calls
+    /// ([`register_operation_capabilities`](crate::operation::register_operation_capabilities),
+    /// [`register_move_operation`](crate::movement::register_move_operation)). The default
+    /// declares nothing. Errors of those functions are the hook's to handle; a panic ends
+    /// the hook and leaves what it declared before.
+    fn declare_class(class: CarrierClass) {
+        let _ = class;
+    }
+
     /// Whether this carrier can store `dtype` (by identity). Must not depend on the size,
     /// mutability, ownership or release state, and stays available after release.
     fn supports_storage_dtype(&self, dtype: DType) -> bool;

@@ -27,6 +27,10 @@
 //!    and its name free; dropping an unreleased carrier (including one whose construction
 //!    failed half way) does the same.
 
+use crate::carrier::CarrierClass;
+use crate::carriers::bulk_routes::FileBackedToCpu;
+use crate::carriers::Cpu;
+use crate::internal;
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -34,6 +38,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
@@ -341,6 +346,18 @@ impl Transfer {
 impl DefinitionFreeCarrier for FileBacked {
     const NAME: &'static str = NAME;
     const ORIGIN: ClassOrigin = ClassOrigin::SHIPPED;
+
+    /// FileBacked stores only (it declares no capability) and moves in bulk to the CPU.
+    fn declare_class(class: CarrierClass) {
+        // A shipped class declares once, before any query of it, so none of this can be
+        // refused.
+        let _ = internal::declare_shipped_capabilities(class, []);
+        let _ = internal::declare_shipped_move_operation(
+            class,
+            CarrierClass::of::<Cpu>(),
+            Arc::new(FileBackedToCpu),
+        );
+    }
 
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
         accepts_storage_dtype(dtype, &STORABLE)

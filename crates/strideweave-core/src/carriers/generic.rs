@@ -1,5 +1,7 @@
 //! `Generic`: the behavioural reference carrier, holding normalized scalar values.
 
+use crate::carrier::CarrierClass;
+use crate::internal;
 use std::sync::{PoisonError, RwLock};
 
 use crate::carrier::{Carrier, ClassOrigin, DefinitionFreeCarrier};
@@ -50,6 +52,15 @@ impl Generic {
 impl DefinitionFreeCarrier for Generic {
     const NAME: &'static str = "Generic";
     const ORIGIN: ClassOrigin = ClassOrigin::SHIPPED;
+
+    /// Generic executes every plan of the built-in operations (its reference kernels).
+    fn declare_class(class: CarrierClass) {
+        // A shipped class declares once, before any query of it, so this cannot be refused.
+        let _ = internal::declare_shipped_capabilities(
+            class,
+            internal::builtin_capabilities().iter().cloned(),
+        );
+    }
 
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
         accepts_storage_dtype(dtype, &STORABLE)

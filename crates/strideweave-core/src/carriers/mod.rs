@@ -6,6 +6,7 @@
 //! [`extension`](crate::extension) surface.
 
 mod block_device;
+mod bulk_routes;
 pub(crate) mod cpu;
 mod evictable;
 mod file_backed;

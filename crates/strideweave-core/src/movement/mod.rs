@@ -11,9 +11,7 @@
 //! (a tile of a FileBacked tier into a CPU carrier, for instance) without destroying it.
 
 mod asynchronous;
-mod block;
 mod blocking;
-mod bulk;
 mod copy;
 mod elementwise;
 mod operation;

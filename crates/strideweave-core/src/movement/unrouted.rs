@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::carrier::CarrierClass;
 use crate::error::{Error, Result};
 use crate::extension::carrier_definition;
-use crate::movement::block::refuse_unrouted_block_pair;
+use crate::movement::registry::refuse_unrouted_fixed_pair;
 use crate::movement::{ElementwiseMoveOperation, MoveOperation};
 
 /// The operation moving `source` to `destination` when no route is registered.
@@ -38,6 +38,6 @@ pub(crate) fn unrouted_move_operation(
             describe(destination)
         )));
     }
-    refuse_unrouted_block_pair(source, destination)?;
+    refuse_unrouted_fixed_pair(source, destination)?;
     Ok(Arc::new(ElementwiseMoveOperation))
 }

@@ -6,15 +6,16 @@
 //!    leaves it open.
 //! 2. Any class-level query of an undeclared class seals it as declaring nothing.
 //! 3. Declarations are sorted in the deterministic capability order and never change.
-//! 4. Shipped classes are declared by StrideWeave itself and closed to declarations.
+//! 4. Shipped classes declare themselves (their `declare_class` hook, through
+//!    [`declare_shipped_capabilities`]) and are closed to declarations.
+//! 5. A class's own declaration hook runs before the registry answers anything about it.
 
 use std::cell::RefCell;
-use std::sync::{Arc, LazyLock, PoisonError, RwLock};
+use std::sync::{Arc, LazyLock, OnceLock, PoisonError, RwLock};
 
 use rustc_hash::FxHashMap;
 
 use crate::carrier::{CarrierClass, ClassKind};
-use crate::carriers::{Cpu, FileBacked, Generic};
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result, UnsupportedOperationPlan};
 use crate::operation::{
@@ -45,30 +46,21 @@ impl Declaration {
 
 type Declarations = FxHashMap<CarrierClass, Arc<Declaration>>;
 
-static DECLARED: LazyLock<RwLock<Declarations>> = LazyLock::new(|| {
-    // Shipped classes declare exactly what they execute: Generic and CPU every plan of the
-    // built-in operations, FileBacked nothing.
-    let computing = Declaration::new(shipped_computational_capabilities());
-    let mut declared = Declarations::default();
-    declared.insert(CarrierClass::of::<Generic>(), computing.clone());
-    declared.insert(CarrierClass::of::<Cpu>(), computing);
-    declared.insert(
-        CarrierClass::of::<FileBacked>(),
-        Declaration::new(Arc::from([])),
-    );
-    declared.insert(
-        CarrierClass::of::<crate::carriers::BlockDeviceCarrier>(),
-        Declaration::new(Arc::from([])),
-    );
-    RwLock::new(declared)
-});
+static DECLARED: LazyLock<RwLock<Declarations>> =
+    LazyLock::new(|| RwLock::new(Declarations::default()));
 
 /// Every plan the planner produces for the built-in operations on Float32, Int32 and Bool
 /// tensors, integer, floating and boolean weak scalars, and each accumulator choice: the
-/// set the Generic and CPU kernels execute. The operand lists are unary (a tensor), binary
-/// (a tensor with a tensor or a scalar, in either order) and ternary (a Bool tensor, then
-/// every tensor or scalar for each of the other two: `select`).
-fn shipped_computational_capabilities() -> Arc<[OperationCapability]> {
+/// set the Generic and CPU kernels execute, which those shipped classes declare of
+/// themselves. The operand lists are unary (a tensor), binary (a tensor with a tensor or a
+/// scalar, in either order) and ternary (a Bool tensor, then every tensor or scalar for each
+/// of the other two: `select`). Computed once.
+pub(crate) fn builtin_capabilities() -> Arc<[OperationCapability]> {
+    static ALL: OnceLock<Arc<[OperationCapability]>> = OnceLock::new();
+    Arc::clone(ALL.get_or_init(plan_builtin_capabilities))
+}
+
+fn plan_builtin_capabilities() -> Arc<[OperationCapability]> {
     let tensors = [DType::FLOAT32, DType::INT32, DType::BOOL].map(PlanOperand::Tensor);
     let scalars = [Value::Int(1), Value::Float(1.0), Value::Bool(true)].map(PlanOperand::Scalar);
     let mut shapes: Vec<Vec<PlanOperand>> = tensors.iter().map(|t| vec![*t]).collect();
@@ -110,6 +102,7 @@ pub fn register_operation_capabilities(
     class: CarrierClass,
     capabilities: impl IntoIterator<Item = OperationCapability>,
 ) -> Result<()> {
+    class.declare_once();
     if class.kind() == ClassKind::Dependent {
         return Err(Error::Type(format!(
             "{class} is a DependentCarrier implementation (a dependent carrier class): its \
@@ -154,6 +147,38 @@ pub fn register_operation_capabilities(
     Ok(())
 }
 
+/// Declares the capabilities of the shipped `class` from its own declaration hook: a Type
+/// error for a class that is not shipped or has already declared (or been queried), a Value
+/// error for duplicates. Like a declaration, it seals the class.
+pub(crate) fn declare_shipped_capabilities(
+    class: CarrierClass,
+    capabilities: impl IntoIterator<Item = OperationCapability>,
+) -> Result<()> {
+    if !class.is_shipped() {
+        return Err(Error::Type(format!(
+            "{class} is not a shipped carrier class: declare its capabilities with \
+             register_operation_capabilities"
+        )));
+    }
+    let mut sorted: Vec<OperationCapability> = capabilities.into_iter().collect();
+    sorted.sort_by(OperationCapability::cmp_order);
+    if let Some(pair) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::Value(format!(
+            "duplicate capability for {class}: {}",
+            pair[0]
+        )));
+    }
+    let mut declared = DECLARED.write().unwrap_or_else(PoisonError::into_inner);
+    if declared.contains_key(&class) {
+        return Err(Error::Type(format!(
+            "{class} has already declared (or been queried for) its capabilities"
+        )));
+    }
+    class.observe_definition_free("declare operation capabilities")?;
+    declared.insert(class, Declaration::new(sorted.into()));
+    Ok(())
+}
+
 /// Seals the storage-only definition-backed `class`: it declares no capability. Called by
 /// definition registration after it won the class (a kernel-backed class is sealed by its
 /// first observation instead).
@@ -174,6 +199,8 @@ fn declaration(class: CarrierClass) -> Arc<Declaration> {
     {
         return Arc::clone(found);
     }
+    // What the class declares of itself comes first.
+    class.declare_once();
     loop {
         // A kernel-backed definition's capabilities are its frozen execution set's (the
         // query observes the class and freezes it), computed before the registry lock is

@@ -6,7 +6,7 @@ mod authority;
 pub(crate) mod builtin;
 mod call_one;
 mod capability;
-mod capability_registry;
+pub(crate) mod capability_registry;
 mod definition;
 pub(crate) mod dispatch;
 mod dispatched;

@@ -1,6 +1,11 @@
 //! `BlockDeviceCarrier`: Float32 slots in one extent of a [`BlockDevice`].
 
+use crate::carrier::CarrierClass;
+use crate::carriers::block_device::routes::BlockDeviceToCpu;
+use crate::carriers::Cpu;
+use crate::internal;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use super::device::BlockDevice;
 use crate::carrier::{ClassOrigin, DefinitionFreeCarrier};
@@ -123,6 +128,20 @@ impl BlockDeviceCarrier {
 impl DefinitionFreeCarrier for BlockDeviceCarrier {
     const NAME: &'static str = NAME;
     const ORIGIN: ClassOrigin = ClassOrigin::SHIPPED;
+
+    /// BlockDeviceCarrier stores only (it declares no capability) and moves only to and from
+    /// the CPU, in bulk: its routes are fixed.
+    fn declare_class(class: CarrierClass) {
+        // A shipped class declares once, before any query of it, so none of this can be
+        // refused.
+        let _ = internal::declare_shipped_capabilities(class, []);
+        let _ = internal::declare_fixed_routes(class, "moves only to and from CPU");
+        let _ = internal::declare_shipped_move_operation(
+            class,
+            CarrierClass::of::<Cpu>(),
+            Arc::new(BlockDeviceToCpu),
+        );
+    }
 
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
         accepts_storage_dtype(dtype, &STORABLE)

@@ -30,6 +30,7 @@ mod bounce;
 mod carrier;
 mod device;
 mod extents;
+pub(crate) mod routes;
 mod sys;
 
 pub use carrier::BlockDeviceCarrier;

@@ -26,7 +26,12 @@ mod aligned_buffer;
 mod inline_slots;
 mod lending;
 
+use crate::carriers::block_device::routes::CpuToBlockDevice;
+use crate::carriers::bulk_routes::CpuToFileBacked;
+use crate::carriers::{BlockDeviceCarrier, FileBacked};
+use crate::internal;
 use std::ops::Range;
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 use parking_lot::RwLock;
@@ -523,6 +528,27 @@ impl Cpu {
 impl DefinitionFreeCarrier for Cpu {
     const NAME: &'static str = NAME;
     const ORIGIN: ClassOrigin = ClassOrigin::SHIPPED;
+
+    /// The CPU executes every plan of the built-in operations (its kernels) and moves in
+    /// bulk to FileBacked and BlockDeviceCarrier.
+    fn declare_class(class: CarrierClass) {
+        // A shipped class declares once, before any query of it, so none of this can be
+        // refused.
+        let _ = internal::declare_shipped_capabilities(
+            class,
+            internal::builtin_capabilities().iter().cloned(),
+        );
+        let _ = internal::declare_shipped_move_operation(
+            class,
+            CarrierClass::of::<FileBacked>(),
+            Arc::new(CpuToFileBacked),
+        );
+        let _ = internal::declare_shipped_move_operation(
+            class,
+            CarrierClass::of::<BlockDeviceCarrier>(),
+            Arc::new(CpuToBlockDevice),
+        );
+    }
 
     fn supports_storage_dtype(&self, dtype: DType) -> bool {
         accepts_storage_dtype(dtype, &STORABLE)

@@ -1,57 +1,14 @@
-//! Block-device movement (docs/carriers.md, Block devices): the bulk routes CPU ↔
-//! BlockDeviceCarrier, aligned direct I/O of the tensor's `cosize` slots, and the rule that
-//! every other pair with a BlockDeviceCarrier end is NotImplemented rather than copied
-//! elementwise.
+//! The bulk routes CPU ↔ BlockDeviceCarrier (docs/carriers.md, Block devices): aligned
+//! direct I/O of the tensor's `cosize` slots. BlockDeviceCarrier declares them, and that its
+//! routes are fixed (every other pair with a BlockDeviceCarrier end is NotImplemented rather
+//! than copied elementwise), in its `declare_class` hook.
 
 use std::ops::Range;
 
-use crate::carrier::CarrierClass;
 use crate::carriers::{BlockDeviceCarrier, Cpu};
 use crate::error::{Error, Result};
 use crate::movement::{MoveOperation, MoveTarget};
 use crate::tensor::Tensor;
-
-/// Whether `class` is the block-device carrier class.
-fn is_block(class: CarrierClass) -> bool {
-    class == CarrierClass::of::<BlockDeviceCarrier>()
-}
-
-/// Refuses a move between `source` and `destination` that has no registered route when
-/// either end is a BlockDeviceCarrier: such a pair has no elementwise fallback.
-///
-/// # Errors
-/// NotImplemented naming the pair.
-pub(crate) fn refuse_unrouted_block_pair(
-    source: CarrierClass,
-    destination: CarrierClass,
-) -> Result<()> {
-    if is_block(source) || is_block(destination) {
-        return Err(Error::NotImplemented(format!(
-            "no move route from {source} to {destination}: {} moves only to and from CPU",
-            CarrierClass::of::<BlockDeviceCarrier>()
-        )));
-    }
-    Ok(())
-}
-
-/// Refuses a change to the move registry for a pair with a BlockDeviceCarrier end: its
-/// routes are the shipped CPU ↔ BlockDeviceCarrier pair, fixed.
-///
-/// # Errors
-/// A Value error naming the pair.
-pub(crate) fn refuse_block_registry_change(
-    source: CarrierClass,
-    destination: CarrierClass,
-) -> Result<()> {
-    if is_block(source) || is_block(destination) {
-        return Err(Error::Value(format!(
-            "the move routes of {} are fixed: the route from {source} to {destination} \
-             cannot be registered or unregistered",
-            CarrierClass::of::<BlockDeviceCarrier>()
-        )));
-    }
-    Ok(())
-}
 
 /// The source slots `offset..offset + element_count`, unless that overflows.
 fn slot_range(source: &Tensor, element_count: usize) -> Result<Range<usize>> {
@@ -147,9 +104,10 @@ impl MoveOperation for BlockDeviceToCpu {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::carriers::{FileBacked, Generic};
+    use crate::carrier::CarrierClass;
+    use crate::carriers::{BlockDeviceCarrier, FileBacked, Generic};
     use crate::error::ErrorKind;
+    use crate::movement::registry::{refuse_fixed_registry_change, refuse_unrouted_fixed_pair};
 
     #[test]
     fn only_pairs_with_a_block_end_are_refused() {
@@ -157,15 +115,15 @@ mod tests {
         let generic = CarrierClass::of::<Generic>();
         let file = CarrierClass::of::<FileBacked>();
         for (source, destination) in [(generic, block), (block, file), (block, block)] {
-            let error = refuse_unrouted_block_pair(source, destination).unwrap_err();
+            let error = refuse_unrouted_fixed_pair(source, destination).unwrap_err();
             assert_eq!(error.kind(), ErrorKind::NotImplemented, "{error}");
             let pair = format!("from {source} to {destination}");
             assert!(error.to_string().contains(&pair), "{error}");
-            let error = refuse_block_registry_change(source, destination).unwrap_err();
+            let error = refuse_fixed_registry_change(source, destination).unwrap_err();
             assert_eq!(error.kind(), ErrorKind::Value, "{error}");
             assert!(error.to_string().contains(&pair), "{error}");
         }
-        assert!(refuse_unrouted_block_pair(generic, file).is_ok());
-        assert!(refuse_block_registry_change(file, generic).is_ok());
+        assert!(refuse_unrouted_fixed_pair(generic, file).is_ok());
+        assert!(refuse_fixed_registry_change(file, generic).is_ok());
     }
 }

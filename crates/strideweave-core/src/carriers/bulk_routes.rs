@@ -1,5 +1,5 @@
-//! The bulk routes StrideWeave ships: CPU ↔ FileBacked, one contiguous byte copy of the
-//! tensor's `cosize` slots.
+//! The bulk routes CPU ↔ FileBacked, one contiguous byte copy of the tensor's `cosize`
+//! slots, declared by the CPU and FileBacked classes in their `declare_class` hooks.
 
 use crate::carriers::{Cpu, FileBacked};
 use crate::error::{Error, Result};
