@@ -247,7 +247,7 @@ def test_the_call_is_bound_against_the_schema_before_anything_resolves() -> None
         lerp(a, b)
     with pytest.raises(TypeError, match=f"^'{lerp.name}' has no option 'shift'$"):
         lerp(a, b, 0.5, shift=1.0)
-    with pytest.raises(TypeError, match=f"^operand 1 of '{lerp.name}' must be a Tensor or a bool, int or float, got str$"):
+    with pytest.raises(TypeError, match=f"^operand 1 of '{lerp.name}' must be a Tensor or a real Python number \\(bool, int or float\\), got str$"):
         lerp(a, "b", 0.5)
     with pytest.raises(TypeError, match=f"^option 'scale' of '{lerp.name}' must be None, a DType, or a bool, int or float, got list$"):
         lerp(a, b, 0.5, scale=[2.0])

@@ -69,7 +69,7 @@ def test_real_index_error() -> None:
 def test_real_runtime_error_for_a_released_carrier() -> None:
     carrier = sw.CPU(2)
     carrier.release()
-    with pytest.raises(RuntimeError, match="^cannot read a slot: the CPU carrier is released$"):
+    with pytest.raises(RuntimeError, match="^cannot read a slot: CPU is released$"):
         carrier.get_value(0)
 
 

@@ -139,7 +139,7 @@ def test_register_checks_its_arguments() -> None:
         sw.register_carrier_definition(new_class(), {})
     cls = new_class()
     assert sw.register_carrier_definition(cls, definition) is None
-    with pytest.raises(TypeError, match="already has a carrier definition"):
+    with pytest.raises(TypeError, match="already has a CarrierDefinition"):
         sw.register_carrier_definition(cls, definition)
 
 
@@ -369,7 +369,7 @@ def test_a_registration_race_has_exactly_one_winner() -> None:
         thread.join(timeout=30)
         assert not thread.is_alive()
     assert outcomes.count(None) == 1
-    assert all("already has a carrier definition" in str(e) for e in outcomes if e is not None)
+    assert all("already has a CarrierDefinition" in str(e) for e in outcomes if e is not None)
 
 
 def test_a_callback_that_reenters_its_own_carrier_gets_an_error_not_a_deadlock() -> None:

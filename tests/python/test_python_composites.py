@@ -174,10 +174,10 @@ def test_composite_provider_checks_its_three_callables() -> None:
 
 def test_invalid_combinations_fail_registration_with_nothing_published() -> None:
     dependent = type("NoCompositeDependent", (sw.DependentCarrier,), {})
-    with pytest.raises(TypeError, match="NoCompositeDependent is a dependent carrier class: its definition needs a composite provider"):
+    with pytest.raises(TypeError, match="NoCompositeDependent is a dependent carrier class: its definition requires composite \\(a CompositeProvider\\)"):
         sw.register_carrier_definition(dependent, sw.CarrierDefinition(TierStorage().provider()))
     independent = new_class("CompositeIndependent")
-    with pytest.raises(TypeError, match="CompositeIndependent is an independent carrier class: its definition takes no composite provider"):
+    with pytest.raises(TypeError, match="CompositeIndependent is an independent carrier class: its definition must not supply a composite provider"):
         sw.register_carrier_definition(independent, sw.CarrierDefinition(ListStorage().provider(), composite=Delegating().provider()))
     # Nothing was published: both classes still take a valid definition.
     sw.register_carrier_definition(dependent, sw.CarrierDefinition(TierStorage().provider(), composite=Delegating().provider()))

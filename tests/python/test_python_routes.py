@@ -103,7 +103,7 @@ def test_a_definition_materializes_routes_once_and_refuses_duplicate_pairs() -> 
     routes = iter([copying.route(cls)])
     definition = sw.CarrierDefinition(ListStorage().provider(), transfers=routes)
     assert len(definition.transfers) == 1 and isinstance(definition.transfers, tuple)
-    with pytest.raises(ValueError, match="^CarrierDefinition transfers hold two routes from DuplicateRouteCarrier to CPU$"):
+    with pytest.raises(ValueError, match="^CarrierDefinition transfers hold duplicate exact transfer routes: two from DuplicateRouteCarrier to CPU$"):
         sw.CarrierDefinition(ListStorage().provider(), transfers=[copying.route(cls), copying.route(cls, route_id="again")])
     with pytest.raises(TypeError, match="^CarrierDefinition transfers must hold TransferRoute values, got int$"):
         sw.CarrierDefinition(ListStorage().provider(), transfers=[1])  # type: ignore[list-item]
@@ -114,7 +114,7 @@ def test_a_route_from_another_class_fails_registration_with_nothing_published() 
     other = new_class("RouteStrangerCarrier")
     copying = Copying()
     bad = sw.CarrierDefinition(ListStorage().provider(), transfers=[copying.route(other)])
-    with pytest.raises(TypeError, match="^the transfer route to-cpu starts at RouteStrangerCarrier, but the definition is registered for RouteOwnerCarrier: every route's source class must be exactly the registered class$"):
+    with pytest.raises(TypeError, match="^the transfer route to-cpu starts at RouteStrangerCarrier, but the definition is registered for RouteOwnerCarrier: every route's exact source_class must be the registered class$"):
         sw.register_carrier_definition(cls, bad)
     # Nothing was published or sealed: the class takes a correct definition afterwards.
     sw.register_carrier_definition(cls, sw.CarrierDefinition(ListStorage().provider(), transfers=[copying.route(cls)]))

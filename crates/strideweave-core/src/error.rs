@@ -156,7 +156,7 @@ pub enum Error {
     #[error("provider contract violated: {0}")]
     ProviderPanicked(ProviderPanic),
     /// A carrier was used after its release.
-    #[error("runtime error: cannot {action}: the {class} carrier is released")]
+    #[error("runtime error: cannot {action}: {class} is released")]
     Released {
         /// The exact class of the released carrier.
         class: CarrierClass,

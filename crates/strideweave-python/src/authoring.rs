@@ -530,7 +530,7 @@ pub fn pack_target(class: &Bound<'_, PyType>, label: &str) -> PyResult<CarrierCl
         .filter(|core| core.is_definition_backed())
         .ok_or_else(|| {
             PyTypeError::new_err(format!(
-                "{label}: {name} has no carrier definition with a kernel provider"
+                "{label}: {name} has no exact CarrierDefinition with a kernel provider"
             ))
         })
 }
@@ -627,7 +627,7 @@ impl PyCarrierDefinition {
                 .any(|(s, d)| s.is(&source) && d.is(&destination))
             {
                 return Err(PyValueError::new_err(format!(
-                    "CarrierDefinition transfers hold two routes from {} to {}",
+                    "CarrierDefinition transfers hold duplicate exact transfer routes: two from {} to {}",
                     source.name()?,
                     destination.name()?
                 )));
@@ -727,7 +727,7 @@ pub fn register_carrier_definition(
         if !source.is(class) {
             return Err(PyTypeError::new_err(format!(
                 "the transfer route {} starts at {}, but the definition is registered for {}: \
-                 every route's source class must be exactly the registered class",
+                 every route's exact source_class must be the registered class",
                 route.get().route_id(),
                 source.name()?,
                 class.name()?

@@ -1050,7 +1050,8 @@ fn call_arguments(
                 return Ok(Operand::Scalar(to_value(&item, "operand")?));
             }
             Err(PyTypeError::new_err(format!(
-                "operand {i} of '{name}' must be a Tensor or a bool, int or float, got {}",
+                "operand {i} of '{name}' must be a Tensor or a real Python number (bool, int or float), \
+                 got {}",
                 type_name(&item)
             )))
         })

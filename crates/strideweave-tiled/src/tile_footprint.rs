@@ -55,7 +55,8 @@ impl TileFootprint {
             let coord = decode(ordinal, logical);
             if slot >= slots {
                 return Err(Error::Value(format!(
-                    "{action} needs a tile-footprint compatible tensor: logical coordinate {} \
+                    "{action} needs a tile-footprint compatible tensor (its tile footprints must match the carrier's \
+                     tiles): logical coordinate {} \
                      maps to slot {slot}, outside the TiledEvictable's {slots} slots (offset {}, \
                      layout {})",
                     show(&coord),
@@ -67,7 +68,8 @@ impl TileFootprint {
             let own = tile_of(&coord, grid);
             if tile != own {
                 return Err(Error::Value(format!(
-                    "{action} needs a tile-footprint compatible tensor: logical coordinate {} of \
+                    "{action} needs a tile-footprint compatible tensor (its tile footprints must match the carrier's \
+                     tiles): logical coordinate {} of \
                      tile {} maps to slot {slot} of carrier tile {} (layout {} spans or remaps \
                      tiles of shape {:?})",
                     show(&coord),
@@ -79,7 +81,8 @@ impl TileFootprint {
             }
             if std::mem::replace(&mut seen[slot], true) {
                 return Err(Error::Value(format!(
-                    "{action} needs a tile-footprint compatible tensor: logical coordinate {} \
+                    "{action} needs a tile-footprint compatible tensor (its tile footprints must match the carrier's \
+                     tiles): logical coordinate {} \
                      aliases slot {slot}, which an earlier coordinate already maps to (layout {})",
                     show(&coord),
                     footprint.layout

@@ -791,7 +791,7 @@ fn set_requires_grad_on_a_released_carrier_is_a_runtime_error_and_changes_nothin
         assert_eq!(error.kind(), ErrorKind::Runtime);
         assert_eq!(
             error.to_string(),
-            "runtime error: cannot change requires_grad: the CPU carrier is released"
+            "runtime error: cannot change requires_grad: CPU is released"
         );
     }
     assert!(!t.requires_grad());

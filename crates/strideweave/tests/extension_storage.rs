@@ -514,7 +514,7 @@ fn a_late_or_second_definition_is_a_type_error() -> Result<()> {
     assert!(
         error
             .to_string()
-            .contains("DefinedOnce already has a carrier definition"),
+            .contains("DefinedOnce already has a CarrierDefinition"),
         "{error}"
     );
     assert!(carrier_definition(class)

@@ -737,7 +737,9 @@ fn both_carriers_are_claimed_while_a_route_prepares() -> Result<()> {
         *seen.lock().unwrap(),
         [
             format!("runtime error: cannot write a slot: the {source} carrier is claimed by a pending move, so it is not mutable until the move ends"),
-            "runtime error: cannot release the CPU carrier: it is claimed by a pending move".to_string(),
+            "runtime error: cannot release the CPU carrier: it is claimed by a pending move and owned \
+             by it until the move completes"
+                .to_string(),
         ]
     );
     // The refused preparation ended both claims and changed nothing.
@@ -797,8 +799,8 @@ fn a_move_recorded_for_gradients_needs_a_route_back_before_it_starts() -> Result
         "not implemented: cannot record the move from OneWaySource to OneWayDestination for \
          gradients: its backward needs a route back from OneWayDestination to OneWaySource \
          (not implemented: no move route from OneWayDestination to OneWaySource: elementwise \
-         fallback needs both classes definition-backed with storage providers that permit it \
-         (OneWayDestination does not permit elementwise fallback, OneWaySource does not \
+         fallback needs both classes (OneWayDestination, OneWaySource) definition-backed with \
+         storage providers that permit it (OneWayDestination does not permit elementwise fallback, OneWaySource does not \
          permit elementwise fallback)); move it under no_grad or detach it first"
     );
     // Nothing started and nothing changed; neither carrier is claimed.

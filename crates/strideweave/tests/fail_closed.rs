@@ -359,7 +359,7 @@ fn dispatch_op_on_a_released_definition_backed_carrier_reports_the_release_first
         assert!(matches!(error, Error::Released { class: c, .. } if c == class));
         assert_eq!(
             error.to_string(),
-            "runtime error: cannot dispatch an operation: the ReleasedAccel carrier is released"
+            "runtime error: cannot dispatch an operation: ReleasedAccel is released"
         );
     }
     assert!(carrier.is_released());

@@ -13,7 +13,7 @@ fn a_released_carrier_is_reported_with_its_class_and_the_refused_action() {
     assert_eq!(error.kind(), ErrorKind::Runtime);
     assert_eq!(
         error.to_string(),
-        "runtime error: cannot read a slot: the CPU carrier is released"
+        "runtime error: cannot read a slot: CPU is released"
     );
     let Error::Released { class, action } = &error else {
         panic!("expected Error::Released, got {error:?}");

@@ -349,7 +349,7 @@ impl CarrierClass {
         {
             Ok(_) => Ok(()),
             Err(DEFINED) => Err(Error::Type(format!(
-                "{self} already has a carrier definition; a definition is registered once"
+                "{self} already has a CarrierDefinition; a definition is registered once"
             ))),
             Err(_) => Err(Error::Type(format!(
                 "{self} was already observed (constructed, queried or given definition-free \

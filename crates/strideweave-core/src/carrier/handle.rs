@@ -469,7 +469,8 @@ impl Carrier {
         let lifecycle = &self.inner.lifecycle;
         if lifecycle.is_claimed() {
             return Err(Error::Runtime(format!(
-                "cannot release the {} carrier: it is claimed by a pending move",
+                "cannot release the {} carrier: it is claimed by a pending move and owned by it \
+                 until the move completes",
                 self.class()
             )));
         }

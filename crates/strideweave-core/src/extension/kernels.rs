@@ -551,7 +551,7 @@ pub fn register_kernel_pack(pack: KernelPack) -> Result<()> {
     }
     let definition = carrier_definition(class).ok_or_else(|| {
         Error::Type(format!(
-            "{label}: {class} has no carrier definition with a kernel provider"
+            "{label}: {class} has no exact CarrierDefinition with a kernel provider"
         ))
     })?;
     let provider = definition.kernels().ok_or_else(|| {

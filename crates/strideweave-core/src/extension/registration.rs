@@ -43,13 +43,14 @@ pub fn register_carrier_definition(
         }
         ClassKind::Dependent if definition.composite().is_none() => {
             return Err(Error::Type(format!(
-                "{class} is a dependent carrier class: its definition needs a composite provider"
+                "{class} is a dependent carrier class: its definition requires composite (a \
+                 CompositeProvider)"
             )));
         }
         ClassKind::Independent if definition.composite().is_some() => {
             return Err(Error::Type(format!(
-                "{class} is an independent carrier class: its definition takes no composite \
-                 provider"
+                "{class} is an independent carrier class: its definition must not supply a \
+                 composite provider"
             )));
         }
         _ => {}
@@ -61,7 +62,7 @@ pub fn register_carrier_definition(
     {
         return Err(Error::Type(format!(
             "the transfer route {} starts at {}, but the definition is registered for {class}: \
-             every route's source class must be exactly the registered class",
+             every route's exact source_class must be the registered class",
             route.route_id(),
             route.source_class()
         )));

@@ -32,7 +32,7 @@ pub(crate) fn unrouted_move_operation(
         }
         return Err(Error::NotImplemented(format!(
             "no move route from {source} to {destination}: elementwise fallback needs both \
-             classes definition-backed with storage providers that permit it ({source} {}, \
+             classes ({source}, {destination}) definition-backed with storage providers that permit it ({source} {}, \
              {destination} {})",
             describe(source),
             describe(destination)
