@@ -9,11 +9,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock, PoisonError};
 
-use pyo3::exceptions::{PyNotImplementedError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyNotImplementedError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyTuple, PyType, PyWeakrefReference};
 use pyo3::{PyClass, PyClassInitializer, PyTraverseError, PyVisit};
-use strideweave::carrier::ClassKind;
+use strideweave::carrier::{CarrierClass, ClassKind};
 use strideweave::carriers::extension::FreshRequest;
 use strideweave::carriers::{Cpu, Evictable, FileBacked, Generic, TileResidency, TiledEvictable};
 use strideweave::{Carrier, DType, Value};
@@ -60,6 +60,9 @@ pub struct PyCarrier {
     /// For an instance of a definition-free `DependentCarrier` class: its finalization state
     /// and capability snapshot (`crate::legacy_dependent`).
     dependent: OnceLock<crate::legacy_dependent::LegacyDependent>,
+    /// For an instance of a definition-free independent class: its core carrier, built at
+    /// the first use (`crate::legacy_pending`).
+    pending: OnceLock<crate::legacy_pending::Pending>,
 }
 
 impl PyCarrier {
@@ -71,7 +74,19 @@ impl PyCarrier {
             fresh: OnceLock::new(),
             link: OnceLock::new(),
             dependent: OnceLock::new(),
+            pending: OnceLock::new(),
         }
+    }
+
+    /// The class of a definition-free independent instance whose carrier is not built yet
+    /// (its capability queries are the class's).
+    fn pending_class(&self) -> Option<CarrierClass> {
+        if self.inner.get().is_some() {
+            return None;
+        }
+        self.pending
+            .get()
+            .map(crate::legacy_pending::Pending::class)
     }
 
     /// The finalization state of a definition-free dependent instance, if this is one.
@@ -145,16 +160,34 @@ impl PyCarrier {
             let _ = slf.get().dependent.set(state);
             return Ok(());
         }
-        let carrier = crate::legacy::construct(slf.as_any(), class, None)?;
-        let _ = slf.get().inner.set(carrier.clone());
-        remember(py, &carrier, slf.as_any())?;
+        // Sealed as a construction seals it: an undeclared class declares nothing from now on.
+        crate::finalization::detach(py, || {
+            strideweave::carrier::capabilities_for_carrier_class(class)
+        });
+        let pending = crate::legacy_pending::Pending::new(slf.as_any(), class)?;
+        let _ = slf.get().pending.set(pending);
         Ok(())
     }
 
-    /// The core carrier, or a Type error when the object was never constructed (a
-    /// definition-free dependent instance's own error while it has none).
+    /// The core carrier, built now for a definition-free independent instance at its first
+    /// use; a Type error when the object was never constructed (a definition-free dependent
+    /// instance's own error while it has none).
     pub fn carrier(&self) -> PyResult<&Carrier> {
-        self.inner.get().ok_or_else(|| match self.dependent.get() {
+        if let Some(carrier) = self.inner.get() {
+            return Ok(carrier);
+        }
+        if let Some(pending) = self.pending.get() {
+            return Python::attach(|py| {
+                let (carrier, instance) = pending.build(py)?;
+                if self.inner.set(carrier.clone()).is_ok() {
+                    remember(py, &carrier, &instance)?;
+                }
+                self.inner.get().ok_or_else(|| {
+                    PyRuntimeError::new_err("the carrier was built but could not be kept")
+                })
+            });
+        }
+        Err(match self.dependent.get() {
             Some(state) => state.no_storage(),
             None => PyTypeError::new_err("this Carrier was not constructed by a carrier class"),
         })
@@ -619,6 +652,12 @@ impl PyCarrier {
         if let Some(state) = self.dependent.get() {
             return state.capabilities(py, operation_name);
         }
+        if let Some(class) = self.pending_class() {
+            let capabilities = crate::finalization::detach(py, || {
+                strideweave::carrier::capabilities_for_carrier_class(class)
+            });
+            return crate::capabilities::capability_tuple(py, capabilities.iter(), operation_name);
+        }
         let carrier = self.carrier()?;
         let capabilities = crate::finalization::detach(py, || carrier.capabilities());
         crate::capabilities::capability_tuple(py, capabilities.iter(), operation_name)
@@ -630,6 +669,11 @@ impl PyCarrier {
         let plan = crate::capabilities::plan_arg(plan, "supports_operation_plan plan")?;
         if let Some(state) = self.dependent.get() {
             return Ok(state.matching(py, &plan)?.is_some());
+        }
+        if let Some(class) = self.pending_class() {
+            return Ok(crate::finalization::detach(py, || {
+                strideweave::carrier::supports_operation_plan(class, &plan)
+            }));
         }
         let carrier = self.carrier()?;
         Ok(crate::finalization::detach(py, || {
@@ -647,6 +691,11 @@ impl PyCarrier {
         let plan = crate::capabilities::plan_arg(plan, "unsupported_plan_reason plan")?;
         if let Some(state) = self.dependent.get() {
             return state.reason(py, &plan);
+        }
+        if let Some(class) = self.pending_class() {
+            return Ok(crate::finalization::detach(py, || {
+                strideweave::carrier::unsupported_plan_reason(class, &plan)
+            }));
         }
         let carrier = self.carrier()?;
         Ok(crate::finalization::detach(py, || {
@@ -670,6 +719,13 @@ impl PyCarrier {
                 strideweave::UnsupportedOperationPlan::new(plan.operation(), [reason]),
             ))
             .py();
+        }
+        if let Some(class) = self.pending_class() {
+            let inner = crate::finalization::detach(py, || {
+                strideweave::carrier::require_capability(class, &plan)
+            })
+            .py()?;
+            return Py::new(py, PyOperationCapability { inner });
         }
         let carrier = self.carrier()?;
         let found = crate::finalization::detach(py, || carrier.matching_capability(&plan));

@@ -18,6 +18,7 @@ mod layout;
 mod layout_helpers;
 mod legacy;
 mod legacy_dependent;
+mod legacy_pending;
 mod movement;
 mod moves;
 mod numpy_interop;
