@@ -13,7 +13,12 @@ BIN := $(VENV)/bin
 # from `pip install .`) unless PROFILE=debug is given.
 PROFILE ?= release
 MATURIN_PROFILE := $(if $(filter debug,$(PROFILE)),,--release)
-PYTHON_TOOLS := "maturin>=1.5,<2" "pytest>=7" "mypy>=1.5" "numpy>=1.22"
+# mpi4py builds against the system's Open MPI (libopenmpi-dev, which .ci/run installs): the
+# MPI tests pass its communicators to strideweave.mpi.
+PYTHON_TOOLS := "maturin>=1.5,<2" "pytest>=7" "mypy>=1.5" "numpy>=1.22" "mpi4py>=3.1"
+# The extension's cargo features for `develop`: MPI (strideweave.mpi) on top of the defaults.
+# `pip install .` builds without it, so it needs no Open MPI.
+FEATURES ?= mpi
 
 .PHONY: test python-test develop
 
@@ -31,4 +36,4 @@ $(BIN)/maturin:
 	$(BIN)/python -m pip install --quiet $(PYTHON_TOOLS)
 
 develop: $(BIN)/maturin
-	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin develop $(MATURIN_PROFILE)
+	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin develop $(MATURIN_PROFILE) --features "$(FEATURES)"

@@ -10,6 +10,7 @@ use strideweave::operation::{
     OperationPlan, OperationSchema, OptionSpec, OptionValue, ResolvedInvocation, ResultSpec, Vjp,
     VjpContext,
 };
+use strideweave::ops;
 use strideweave::{DType, Error, Layout, Result, Shape, Tensor, Value};
 
 use crate::communicator::Communicator;
@@ -334,8 +335,15 @@ pub fn all_reduce(tensor: &Tensor, reduction: Reduction, comm: &Communicator) ->
     if tensor.carrier().downcast_ref::<MpiHost>().is_some() {
         return Ok(reduced);
     }
-    copy_to_scratch(
+    let on_cpu = copy_to_scratch(
         &reduced,
         &Cpu::carrier(reduced.size(), DType::FLOAT32, true, true)?,
-    )
+    )?;
+    if !on_cpu.requires_grad() {
+        return Ok(on_cpu);
+    }
+    // The recorded copy's backward moves its cotangent to MpiHost, which needs an injective
+    // cotangent; a following reduce_sum, say, hands back a broadcast one. An identity
+    // `mul(·, 1)` in between turns any cotangent into a compact one (only when recording).
+    ops::mul(&on_cpu, 1.0)
 }

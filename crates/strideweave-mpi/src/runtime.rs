@@ -36,11 +36,14 @@ pub(crate) struct Runtime {
     phase: Phase,
     /// The first fault: once set, no MPI call is made again in this process.
     fault: Option<String>,
+    /// Whether MPI was adopted ([`Mpi::adopt`]): then other code may finalize it at any time.
+    adopted: bool,
 }
 
 static RUNTIME: Mutex<Runtime> = Mutex::new(Runtime {
     phase: Phase::Uninitialized,
     fault: None,
+    adopted: false,
 });
 
 /// The process-wide MPI lock. Every MPI call of this crate runs while it is held, so the
@@ -63,6 +66,9 @@ impl Runtime {
                 Some(fault) => Err(Error::Runtime(format!(
                     "cannot run {what}: MPI is unusable in this process after an earlier fault: {fault}"
                 ))),
+                None if self.adopted && finalized_elsewhere() => Err(Error::Runtime(format!(
+                    "cannot run {what}: MPI was finalized by the code that initialized it"
+                ))),
                 None => Ok(()),
             },
         }
@@ -81,6 +87,14 @@ impl Runtime {
     }
 }
 
+/// Whether MPI was finalized (by whoever initialized it: asked only of adopted MPI).
+fn finalized_elsewhere() -> bool {
+    let mut finalized: c_int = 0;
+    // SAFETY: MPI_Finalized may be called at any time, even after finalization.
+    let rc = unsafe { ffi::MPI_Finalized(&mut finalized) };
+    rc != ffi::MPI_SUCCESS as c_int || finalized != 0
+}
+
 /// The text of an MPI error code.
 pub(crate) fn error_text(code: c_int) -> String {
     let mut buffer = vec![0u8; ffi::MPI_MAX_ERROR_STRING as usize + 1];
@@ -97,14 +111,16 @@ pub(crate) fn error_text(code: c_int) -> String {
     )
 }
 
-/// MPI in this process: created once by [`Mpi::init`], finalized when dropped.
+/// MPI in this process: created once by [`Mpi::init`], finalized when dropped — or adopted
+/// from other code that initialized it ([`Mpi::adopt`], e.g. `mpi4py`), which finalizes it.
 ///
-/// Dropping it calls `MPI_Finalize`, except after a collective faulted (a peer timed out or
-/// MPI returned an error): then finalization is skipped, because `MPI_Finalize` waits for
-/// every rank and would hang on a dead one; the process should exit (docs/distributed.md,
-/// Faults).
+/// Dropping an initialized one calls `MPI_Finalize`, except after a collective faulted (a
+/// peer timed out or MPI returned an error): then finalization is skipped, because
+/// `MPI_Finalize` waits for every rank and would hang on a dead one; the process should exit
+/// (docs/distributed.md, Faults). Dropping an adopted one finalizes nothing.
 pub struct Mpi {
-    universe: ManuallyDrop<Universe>,
+    /// The universe this crate initialized; `None` when MPI was adopted.
+    universe: Option<ManuallyDrop<Universe>>,
     world: Communicator,
 }
 
@@ -172,9 +188,100 @@ impl Mpi {
             }
         };
         Ok(Mpi {
-            universe: ManuallyDrop::new(universe),
+            universe: Some(ManuallyDrop::new(universe)),
             world,
         })
+    }
+
+    /// Adopts MPI that other code in this process initialized (`mpi4py`, a C library) at
+    /// `MPI_THREAD_SERIALIZED` or `MPI_THREAD_MULTIPLE`: [`world`](Mpi::world) is a duplicate
+    /// of `MPI_COMM_WORLD` like [`init`](Mpi::init)'s, the timeout is read the same way, and
+    /// whoever initialized MPI finalizes it (dropping the adopted `Mpi` does not).
+    ///
+    /// # Errors
+    /// Runtime when MPI is not initialized, already finalized, initialized by this crate (use
+    /// [`init`](Mpi::init)'s value) or adopted already, or provides less thread support than
+    /// `MPI_THREAD_SERIALIZED`; Value for a malformed [`TIMEOUT_VARIABLE`]; Runtime naming
+    /// MPI's error when duplicating fails.
+    pub fn adopt() -> Result<Mpi> {
+        let timeout = timeout_from_environment()?;
+        crate::registration::setup()?;
+        let mut runtime = lock();
+        if runtime.phase != Phase::Uninitialized {
+            return Err(Error::Runtime(
+                "MPI is already in use by strideweave_mpi in this process: Mpi::init or Mpi::adopt runs once"
+                    .into(),
+            ));
+        }
+        let (mut initialized, mut finalized): (c_int, c_int) = (0, 0);
+        // SAFETY: both calls may be made at any time, before or after initialization.
+        let rc = unsafe { ffi::MPI_Initialized(&mut initialized) };
+        crate::communicator::check(rc, "MPI_Initialized")?;
+        // SAFETY: as above.
+        let rc = unsafe { ffi::MPI_Finalized(&mut finalized) };
+        crate::communicator::check(rc, "MPI_Finalized")?;
+        if initialized == 0 || finalized != 0 {
+            return Err(Error::Runtime(format!(
+                "cannot adopt MPI: it is {} (initialize it first, e.g. by importing mpi4py.MPI)",
+                if finalized != 0 {
+                    "already finalized"
+                } else {
+                    "not initialized"
+                }
+            )));
+        }
+        let mut provided: c_int = 0;
+        // SAFETY: MPI is initialized and not finalized.
+        let rc = unsafe { ffi::MPI_Query_thread(&mut provided) };
+        crate::communicator::check(rc, "MPI_Query_thread")?;
+        if provided < ffi::MPI_THREAD_SERIALIZED as c_int {
+            return Err(Error::Runtime(format!(
+                "cannot adopt MPI: it provides thread support level {provided}; strideweave-mpi needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE (mpi4py's default)"
+            )));
+        }
+        runtime.phase = Phase::Running;
+        runtime.adopted = true;
+        // SAFETY: MPI is initialized and RSMPI_COMM_WORLD is its world communicator.
+        let world_raw = unsafe { ffi::RSMPI_COMM_WORLD };
+        match Communicator::duplicate(&mut runtime, world_raw, timeout) {
+            Ok(world) => Ok(Mpi {
+                universe: None,
+                world,
+            }),
+            Err(error) => {
+                runtime.phase = Phase::Uninitialized;
+                runtime.adopted = false;
+                Err(error)
+            }
+        }
+    }
+
+    /// Whether this crate initialized MPI (and finalizes it when this value is dropped), as
+    /// opposed to adopting it.
+    pub fn owns_mpi(&self) -> bool {
+        self.universe.is_some()
+    }
+
+    /// A communicator over the ranks of the MPI communicator whose Fortran handle is
+    /// `handle` (what `mpi4py`'s `comm.py2f()` returns), converted with `MPI_Comm_f2c` and
+    /// duplicated like [`world`](Mpi::world) (with its timeout), so this crate's messages
+    /// never meet the caller's. Collective: every rank of that communicator calls it.
+    ///
+    /// # Errors
+    /// Value for a handle outside a C int; Runtime when MPI is unusable or naming MPI's
+    /// error (an invalid handle).
+    pub fn communicator_from_fortran(&self, handle: i64) -> Result<Communicator> {
+        let Ok(fortran) = c_int::try_from(handle) else {
+            return Err(Error::Value(format!(
+                "an MPI Fortran communicator handle is a C int, got {handle}"
+            )));
+        };
+        let mut runtime = lock();
+        runtime.check_usable("a communicator from a Fortran handle")?;
+        // SAFETY: MPI is initialized (checked above, under the lock); MPI_Comm_f2c returns
+        // MPI_COMM_NULL or an invalid handle for a bad one, which MPI_Comm_dup then refuses.
+        let raw = unsafe { ffi::MPI_Comm_f2c(fortran) };
+        Communicator::duplicate(&mut runtime, raw, self.world.timeout())
     }
 
     /// A handle on the duplicate of `MPI_COMM_WORLD`: every rank of the job.
@@ -205,8 +312,12 @@ impl Drop for Mpi {
             // and let the process exit.
             return;
         }
+        let Some(universe) = self.universe.as_mut() else {
+            // Adopted: whoever initialized MPI finalizes it.
+            return;
+        };
         // SAFETY: taken once, here, in the only drop of `self`.
-        let universe = unsafe { ManuallyDrop::take(&mut self.universe) };
+        let universe = unsafe { ManuallyDrop::take(universe) };
         drop(universe);
     }
 }

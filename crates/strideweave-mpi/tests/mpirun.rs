@@ -303,6 +303,25 @@ fn collectives(world: &Communicator) -> Result<String> {
         &sum,
     )?;
 
+    // A reduction right after the all-reduce hands its backward a broadcast cotangent:
+    // d/dx_r Σ_k Σ y_k with y = mean_r(c_r · x_r) is c_r.
+    let leaf = Tensor::from_f32(&[1.0, 2.0], Shape::new((1, 2))?)?;
+    leaf.set_requires_grad(true)?;
+    let y = all_reduce(
+        &ops::mul(&leaf, f64::from(r + 1.0))?,
+        Reduction::Mean,
+        world,
+    )?;
+    ops::reduce_sum(&y)?.backward(None, false)?;
+    let grad = leaf
+        .grad()
+        .ok_or_else(|| fail("the leaf under a reduce_sum got no gradient".into()))?;
+    expect_values(
+        "the gradient through reduce_sum of a mean",
+        &grad.to_f32_vec()?,
+        &[r + 1.0; 2],
+    )?;
+
     world.barrier()?;
 
     // The gradient: with y = all_reduce(c_r · x_r) and L_r = Σ w_r ⊙ y, the gradient of

@@ -41,12 +41,17 @@ mod instance_link;
 mod reference;
 mod residency_progress;
 
+#[cfg(feature = "mpi")]
+mod mpi;
+
 use pyo3::prelude::*;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     finalization::register(m)?;
+    #[cfg(feature = "mpi")]
+    mpi::register(m)?;
     m.add("CLOSED_CARRIER_MESSAGE", carrier::CLOSED_CARRIER_MESSAGE)?;
     m.add(
         "UnsupportedOperationPlan",

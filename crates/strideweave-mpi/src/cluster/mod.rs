@@ -351,6 +351,10 @@ impl ClusterShared {
     /// Frees `block` on every rank holding a piece (errors only reach later requests: a
     /// release must not fail on a dead peer).
     pub(crate) fn free(&self, block: &Block) {
+        if self.stopped.load(Ordering::Acquire) {
+            // The owners left their serve loops, and their memory with them.
+            return;
+        }
         for piece in &block.pieces {
             let _ = self.notify(piece.rank, Op::Free, block.id, 0);
         }
