@@ -115,3 +115,13 @@ def test_int32_overflow_is_checked_and_publishes_nothing() -> None:
     with pytest.raises(OverflowError, match="^'add' overflows Int32: 2147483647 \\+ 1$"):
         big + one
     assert big.version == 0 and big[0] == 2**31 - 1
+
+
+def test_a_tensor_keeps_one_layout_object() -> None:
+    layout = sw.Layout(sw.Shape(2, 3), sw.Stride(1, 2))
+    tensor = sw.Tensor(sw.CPU(6, dtype=sw.DType.Float32), 0, layout)
+    assert tensor.layout is layout and tensor.layout is tensor.layout
+    result = sw.relu(tensor)
+    assert result.layout is result.layout and result.layout == layout and result.layout is not layout
+    compact = sw.Tensor.compact(sw.CPU(6, dtype=sw.DType.Float32), (2, 3))
+    assert compact.layout is compact.layout and compact.layout == layout

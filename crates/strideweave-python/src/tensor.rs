@@ -21,11 +21,17 @@ use crate::layout::{expect_layout, to_shape, PyLayout};
 #[pyclass(name = "Tensor", module = "strideweave", frozen)]
 pub struct PyTensor {
     pub(crate) inner: Tensor,
+    /// The `Layout` object `layout` returns: the one the tensor was built with, else made on
+    /// first access, so that `t.layout is t.layout` as in the original.
+    layout_object: std::sync::OnceLock<Py<PyLayout>>,
 }
 
 /// Wraps a core tensor.
 pub fn wrap(tensor: Tensor) -> PyTensor {
-    PyTensor { inner: tensor }
+    PyTensor {
+        inner: tensor,
+        layout_object: std::sync::OnceLock::new(),
+    }
 }
 
 /// The core tensor of a Python tensor argument; `what` names it.
@@ -428,10 +434,15 @@ impl PyTensor {
     ) -> PyResult<Self> {
         let carrier = expect_carrier(carrier, "Tensor carrier")?;
         let offset = to_index(offset, "Tensor offset")?;
+        let given = layout.cast::<PyLayout>().ok().map(|l| l.clone().unbind());
         let layout = expect_layout(layout, "Tensor layout")?;
         let tensor =
             crate::finalization::detach(py, || Tensor::new(carrier, offset, layout)).py()?;
-        Ok(wrap(tensor))
+        let wrapped = wrap(tensor);
+        if let Some(given) = given {
+            let _ = wrapped.layout_object.set(given);
+        }
+        Ok(wrapped)
     }
 
     /// A tensor over the first slots of `carrier` with the column-major layout of `shape`.
@@ -459,10 +470,15 @@ impl PyTensor {
         self.inner.offset()
     }
 
-    /// The layout from coordinates to slots (relative to `offset`).
+    /// The layout from coordinates to slots (relative to `offset`): one object per tensor,
+    /// the one it was built with when that was a `Layout`.
     #[getter]
-    fn layout(&self) -> PyLayout {
-        PyLayout::new_from(self.inner.layout().clone())
+    fn layout(&self, py: Python<'_>) -> PyResult<Py<PyLayout>> {
+        if let Some(existing) = self.layout_object.get() {
+            return Ok(existing.clone_ref(py));
+        }
+        let made = Py::new(py, PyLayout::new_from(self.inner.layout().clone()))?;
+        Ok(self.layout_object.get_or_init(|| made).clone_ref(py))
     }
 
     /// The shape as an integer tree.
