@@ -1,7 +1,6 @@
 //! Kernels: the Generic reference and the fast CPU implementations of the built-in operations.
 
 pub(crate) mod cpu;
-mod extrema;
 pub(crate) mod reference;
 
 use crate::error::Result;

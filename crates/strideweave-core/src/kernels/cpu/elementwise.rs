@@ -15,8 +15,6 @@
 //! abs` compute exactly in i64 and report the first result outside the Int32 range as an
 //! Overflow error naming the operation and the operands.
 
-use crate::kernels::extrema::{maximum_f32, minimum_f32};
-
 use strideweave_layout::Layout;
 
 use super::parallel::{chunk_count, for_each_chunk};
@@ -27,7 +25,8 @@ use crate::carriers::cpu::INLINE_WORDS;
 use crate::carriers::Cpu;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
-use crate::operation::{Arithmetic, Builtin, Operand, ResolvedInvocation, ResultSpec};
+use crate::operation::builtin::kernel::{Map, MapFn, MapVisitor, Test, TestFn, TestVisitor};
+use crate::operation::{Arithmetic, Operand, ResolvedInvocation, ResultSpec};
 use crate::tensor::Tensor;
 
 /// Elements gathered per step when an operand cannot be read in place.
@@ -45,41 +44,101 @@ impl<T, O, F: Fn(T, T) -> (O, bool) + Copy + Send + Sync> Op<T, O> for F {}
 /// 1`).
 type Describe<T> = fn(T, T) -> String;
 
-/// Executes the elementwise built-in `builtin` (unary or binary).
-///
-/// # Errors
-/// NotImplemented for a plan the CPU kernels do not compute (operands converting to
-/// different dtypes, an arithmetic that does not match them), Overflow for an Int32 result
-/// outside the range, and the carrier's errors.
-pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
-    let name = builtin.name();
+/// Whether the plan of `invocation` converts every operand to one dtype its arithmetic
+/// computes in; that dtype.
+fn converted(invocation: &ResolvedInvocation) -> Option<DType> {
     let plan = invocation.plan();
     let mut converts = plan.operands().iter().map(|o| o.convert_to());
     let convert = converts.next().unwrap_or(DType::ANY);
-    let compute = plan.compute();
     let consistent = converts.all(|c| c == convert)
-        && match compute {
+        && match plan.compute() {
             Arithmetic::Binary32 => convert == DType::FLOAT32,
             Arithmetic::Int32ExactChecked | Arithmetic::Int32Exact => {
                 convert == DType::INT32 || convert == DType::BOOL
             }
         };
-    if !consistent {
-        return Err(unsupported(name, invocation));
+    consistent.then_some(convert)
+}
+
+/// Executes the elementwise built-in `name` whose result has its operands' computed dtype,
+/// computing `function` (its entry's).
+///
+/// # Errors
+/// NotImplemented for a plan the CPU kernels do not compute (operands converting to
+/// different dtypes, an arithmetic that does not match them, a dtype `function` does not
+/// compute on), Overflow for an Int32 result outside the range, and the carrier's errors.
+pub(super) fn map(name: &str, function: MapFn, invocation: &ResolvedInvocation) -> Result<Tensor> {
+    function.visit(MapKernel { name, invocation })
+}
+
+/// Executes the elementwise comparison `name` computing `function` (its entry's); errors as
+/// [`map`]'s.
+pub(super) fn test(
+    name: &str,
+    function: TestFn,
+    invocation: &ResolvedInvocation,
+) -> Result<Tensor> {
+    function.visit(TestKernel { name, invocation })
+}
+
+/// The kernel of one [`Map`] function, compiled for it.
+struct MapKernel<'a> {
+    name: &'a str,
+    invocation: &'a ResolvedInvocation,
+}
+
+impl MapVisitor for MapKernel<'_> {
+    type Output = Result<Tensor>;
+
+    #[inline(always)]
+    fn visit<F: Map>(self) -> Result<Tensor> {
+        let MapKernel { name, invocation } = self;
+        let convert = converted(invocation);
+        if convert == Some(DType::FLOAT32) {
+            let op = |a: f32, b: f32| (F::float32(a, b), false);
+            if F::OPERANDS == 1 {
+                unary::<f32, f32>(name, invocation, move |a| op(a, 0.0), describe_none)
+            } else {
+                binary::<f32, f32>(name, invocation, op, describe_none)
+            }
+        } else if convert == Some(DType::INT32) && F::INT32 {
+            if F::OPERANDS == 1 {
+                unary::<i32, i32>(name, invocation, |a| F::int32(a, 0), F::describe)
+            } else {
+                binary::<i32, i32>(name, invocation, F::int32, F::describe)
+            }
+        } else {
+            Err(unsupported(name, invocation))
+        }
     }
-    if convert == DType::FLOAT32 {
-        float32(builtin, invocation)
-    } else if convert == DType::INT32 {
-        int32(builtin, invocation)
-    } else if builtin == Builtin::Eq {
-        binary::<u8, u8>(
-            name,
-            invocation,
-            |a, b| (u8::from((a != 0) == (b != 0)), false),
-            describe_none,
-        )
-    } else {
-        Err(unsupported(name, invocation))
+}
+
+/// The kernel of one [`Test`] function, compiled for it: the Bool result stored as 0/1
+/// bytes.
+struct TestKernel<'a> {
+    name: &'a str,
+    invocation: &'a ResolvedInvocation,
+}
+
+impl TestVisitor for TestKernel<'_> {
+    type Output = Result<Tensor>;
+
+    #[inline(always)]
+    fn visit<F: Test>(self) -> Result<Tensor> {
+        let TestKernel { name, invocation } = self;
+        let convert = converted(invocation);
+        if convert == Some(DType::FLOAT32) {
+            let op = |a, b| (u8::from(F::float32(a, b)), false);
+            binary::<f32, u8>(name, invocation, op, describe_none)
+        } else if convert == Some(DType::INT32) {
+            let op = |a, b| (u8::from(F::int32(a, b)), false);
+            binary::<i32, u8>(name, invocation, op, describe_none)
+        } else if convert == Some(DType::BOOL) && F::BOOL {
+            let op = |a: u8, b: u8| (u8::from(F::bool(a != 0, b != 0)), false);
+            binary::<u8, u8>(name, invocation, op, describe_none)
+        } else {
+            Err(unsupported(name, invocation))
+        }
     }
 }
 
@@ -91,116 +150,9 @@ pub(super) fn unsupported(name: &str, invocation: &ResolvedInvocation) -> Error 
     ))
 }
 
-/// The Float32 (Binary32) operations.
-fn float32(builtin: Builtin, inv: &ResolvedInvocation) -> Result<Tensor> {
-    let name = builtin.name();
-    let none = describe_none::<f32>;
-    match builtin {
-        Builtin::Add => binary::<f32, f32>(name, inv, |a, b| (a + b, false), none),
-        Builtin::Sub => binary::<f32, f32>(name, inv, |a, b| (a - b, false), none),
-        Builtin::Mul | Builtin::ElementwiseMul => {
-            binary::<f32, f32>(name, inv, |a, b| (a * b, false), none)
-        }
-        Builtin::Div => binary::<f32, f32>(name, inv, |a, b| (a / b, false), none),
-        Builtin::Maximum => binary::<f32, f32>(name, inv, |a, b| (maximum_f32(a, b), false), none),
-        Builtin::Minimum => binary::<f32, f32>(name, inv, |a, b| (minimum_f32(a, b), false), none),
-        Builtin::Eq => binary::<f32, u8>(name, inv, |a, b| (u8::from(a == b), false), none),
-        Builtin::Lt => binary::<f32, u8>(name, inv, |a, b| (u8::from(a < b), false), none),
-        Builtin::Le => binary::<f32, u8>(name, inv, |a, b| (u8::from(a <= b), false), none),
-        Builtin::Neg => unary::<f32, f32>(name, inv, |a| (-a, false), none),
-        Builtin::Abs => unary::<f32, f32>(name, inv, |a| (a.abs(), false), none),
-        Builtin::Exp => unary::<f32, f32>(name, inv, |a| (a.exp(), false), none),
-        Builtin::Log => unary::<f32, f32>(name, inv, |a| (a.ln(), false), none),
-        Builtin::Sqrt => unary::<f32, f32>(name, inv, |a| (a.sqrt(), false), none),
-        Builtin::Tanh => unary::<f32, f32>(name, inv, |a| (a.tanh(), false), none),
-        Builtin::Sigmoid => unary::<f32, f32>(name, inv, |a| (sigmoid_f32(a), false), none),
-        Builtin::Relu => unary::<f32, f32>(name, inv, |a| (relu_f32(a), false), none),
-        Builtin::ReduceSum | Builtin::ReduceMax | Builtin::Matmul | Builtin::Select => {
-            Err(unsupported(name, inv))
-        }
-    }
-}
-
-/// The Int32 operations: checked where the plan can leave the range, exact otherwise.
-fn int32(builtin: Builtin, inv: &ResolvedInvocation) -> Result<Tensor> {
-    let name = builtin.name();
-    let none = describe_none::<i32>;
-    match builtin {
-        Builtin::Add => binary::<i32, i32>(
-            name,
-            inv,
-            |a, b| narrow(i64::from(a) + i64::from(b)),
-            |a, b| format!("{a} + {b}"),
-        ),
-        Builtin::Sub => binary::<i32, i32>(
-            name,
-            inv,
-            |a, b| narrow(i64::from(a) - i64::from(b)),
-            |a, b| format!("{a} - {b}"),
-        ),
-        Builtin::Mul | Builtin::ElementwiseMul => binary::<i32, i32>(
-            name,
-            inv,
-            |a, b| narrow(i64::from(a) * i64::from(b)),
-            |a, b| format!("{a} * {b}"),
-        ),
-        Builtin::Maximum => binary::<i32, i32>(name, inv, |a, b| (a.max(b), false), none),
-        Builtin::Minimum => binary::<i32, i32>(name, inv, |a, b| (a.min(b), false), none),
-        Builtin::Eq => binary::<i32, u8>(name, inv, |a, b| (u8::from(a == b), false), none),
-        Builtin::Lt => binary::<i32, u8>(name, inv, |a, b| (u8::from(a < b), false), none),
-        Builtin::Le => binary::<i32, u8>(name, inv, |a, b| (u8::from(a <= b), false), none),
-        Builtin::Neg => unary::<i32, i32>(
-            name,
-            inv,
-            |a| narrow(-i64::from(a)),
-            |a, _| format!("-({a})"),
-        ),
-        Builtin::Abs => unary::<i32, i32>(
-            name,
-            inv,
-            |a| narrow(i64::from(a).abs()),
-            |a, _| format!("|{a}|"),
-        ),
-        Builtin::Relu => unary::<i32, i32>(name, inv, |a| (a.max(0), false), none),
-        Builtin::Div
-        | Builtin::Exp
-        | Builtin::Log
-        | Builtin::Sqrt
-        | Builtin::Tanh
-        | Builtin::Sigmoid
-        | Builtin::ReduceSum
-        | Builtin::ReduceMax
-        | Builtin::Matmul
-        | Builtin::Select => Err(unsupported(name, inv)),
-    }
-}
-
-/// An exact i64 result narrowed to Int32, and whether it left the range.
-#[inline(always)]
-fn narrow(exact: i64) -> (i32, bool) {
-    let narrowed = exact as i32;
-    (narrowed, i64::from(narrowed) != exact)
-}
-
 /// The description of operations that cannot overflow (never called).
 fn describe_none<T>(_: T, _: T) -> String {
     String::new()
-}
-
-/// `1 / (1 + e^-a)`: the one Float32 sigmoid formula of the CPU kernels.
-#[inline(always)]
-fn sigmoid_f32(a: f32) -> f32 {
-    1.0 / (1.0 + (-a).exp())
-}
-
-/// `a > 0 ? a : 0`, NaN staying NaN.
-#[inline(always)]
-pub(crate) fn relu_f32(a: f32) -> f32 {
-    if a > 0.0 || a.is_nan() {
-        a
-    } else {
-        0.0
-    }
 }
 
 /// One operand as the kernels read it.
@@ -836,21 +788,7 @@ fn apply_loop<T: Copy, O: Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn relu_keeps_nan_and_zeroes_negative_zero() {
-        assert!(relu_f32(f32::NAN).is_nan());
-        assert_eq!(relu_f32(-0.0).to_bits(), 0.0f32.to_bits());
-        assert_eq!(relu_f32(-2.0), 0.0);
-        assert_eq!(relu_f32(3.5), 3.5);
-    }
-
-    #[test]
-    fn narrowing_flags_results_outside_int32() {
-        assert_eq!(narrow(i64::from(i32::MAX)), (i32::MAX, false));
-        assert!(narrow(i64::from(i32::MAX) + 1).1);
-        assert!(narrow(-i64::from(i32::MIN)).1);
-    }
+    use crate::operation::builtin::kernel::narrow;
 
     #[test]
     fn run_loops_cover_every_combination() {

@@ -23,7 +23,7 @@ use crate::carriers::cpu::{INLINE_F32, INLINE_WORDS};
 use crate::carriers::Cpu;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::operation::{Accumulation, Builtin, Operand, ResolvedInvocation};
+use crate::operation::{Accumulation, Operand, ResolvedInvocation};
 use crate::tensor::Tensor;
 
 /// Products with fewer multiply-adds than this (64³) run on one thread; larger ones use a
@@ -90,8 +90,7 @@ fn single_stride(leaves: &[(usize, usize)]) -> Option<usize> {
 /// Value for operands that are not two two-mode tensors with equal contracted sizes,
 /// NotImplemented for a plan these kernels do not compute, Overflow for an Int32 result
 /// outside the range, Memory when a packed copy cannot be allocated.
-pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
-    let name = builtin.name();
+pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let (lhs, rhs) = match invocation.call().operands() {
         [Operand::Tensor(lhs), Operand::Tensor(rhs)] => (lhs, rhs),
         _ => return Err(Error::Value(format!("'{name}' takes two tensor operands"))),

@@ -24,11 +24,12 @@ use slots::Stored;
 use crate::carriers::cpu::INLINE_BOOL;
 use crate::carriers::Cpu;
 use crate::error::{Error, Result};
+use crate::operation::builtin::kernel::KernelKind;
 use crate::operation::{Builtin, ResolvedInvocation, ResultSpec};
 use crate::tensor::Tensor;
 
 /// Executes the built-in operation `builtin` on `invocation` and returns its single fresh
-/// result.
+/// result, by the kernel kind of its entry.
 ///
 /// # Errors
 /// - NotImplemented for a plan the CPU kernels do not compute;
@@ -45,28 +46,12 @@ pub(crate) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Resu
         )));
     }
     super::check_bounded_work(name, invocation)?;
-    match builtin {
-        Builtin::Add
-        | Builtin::Sub
-        | Builtin::Mul
-        | Builtin::ElementwiseMul
-        | Builtin::Div
-        | Builtin::Neg
-        | Builtin::Abs
-        | Builtin::Exp
-        | Builtin::Log
-        | Builtin::Sqrt
-        | Builtin::Tanh
-        | Builtin::Sigmoid
-        | Builtin::Relu
-        | Builtin::Maximum
-        | Builtin::Minimum
-        | Builtin::Eq
-        | Builtin::Lt
-        | Builtin::Le => elementwise::execute(builtin, invocation),
-        Builtin::ReduceSum | Builtin::ReduceMax => reduce::execute(builtin, invocation),
-        Builtin::Matmul => matmul::execute(builtin, invocation),
-        Builtin::Select => select::execute(builtin, invocation),
+    match builtin.spec().kernel {
+        KernelKind::Map(function) => elementwise::map(name, function, invocation),
+        KernelKind::Test(function) => elementwise::test(name, function, invocation),
+        KernelKind::Fold(fold) => reduce::execute(name, fold, invocation),
+        KernelKind::Contract => matmul::execute(name, invocation),
+        KernelKind::Select => select::execute(name, invocation),
     }
 }
 

@@ -29,8 +29,9 @@ use crate::carriers::cpu::INLINE_WORDS;
 use crate::carriers::Cpu;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::extrema::maximum_f32;
-use crate::operation::{Accumulation, Builtin, Operand, ResolvedInvocation, ResultSpec};
+use crate::operation::builtin::extrema::maximum_f32;
+use crate::operation::builtin::kernel::Fold;
+use crate::operation::{Accumulation, Operand, ResolvedInvocation, ResultSpec};
 use crate::tensor::Tensor;
 
 /// Result ordinals accumulated together in the vertical order (their accumulators stay in
@@ -229,8 +230,7 @@ impl Reducer for MaxI32 {
 /// # Errors
 /// Value for an operand that is not one two-mode tensor, NotImplemented for a plan these
 /// kernels do not compute, Overflow for an Int32 sum outside the range.
-pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
-    let name = builtin.name();
+pub(super) fn execute(name: &str, fold: Fold, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let x = match invocation.call().operands() {
         [Operand::Tensor(x)] => x,
         operands => {
@@ -253,8 +253,8 @@ pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Resu
     let summing = matches!(plan.accumulation(), None | Some(Accumulation::ExactInteger));
     let maximum = matches!(plan.accumulation(), None | Some(Accumulation::Maximum));
     let exact_ok = |k: usize| k as u64 <= 1 << 32;
-    match builtin {
-        Builtin::ReduceSum if convert == f32_ && floating => match accumulator {
+    match fold {
+        Fold::Sum if convert == f32_ && floating => match accumulator {
             None => reduce(name, invocation, x, SumF32, ordered),
             Some(d) if d == DType::FLOAT32 => reduce(name, invocation, x, SumF32, ordered),
             Some(d) if d == DType::FLOAT64 && !ordered => {
@@ -262,19 +262,15 @@ pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Resu
             }
             _ => Err(unsupported(name, invocation)),
         },
-        Builtin::ReduceSum if convert == i32_ && summing && accumulator.is_none() => {
+        Fold::Sum if convert == i32_ && summing && accumulator.is_none() => {
             if exact_ok(reduced_size(x)) {
                 reduce(name, invocation, x, SumI64, false)
             } else {
                 reduce(name, invocation, x, SumI128, false)
             }
         }
-        Builtin::ReduceMax if convert == f32_ && maximum => {
-            reduce(name, invocation, x, MaxF32, false)
-        }
-        Builtin::ReduceMax if convert == i32_ && maximum => {
-            reduce(name, invocation, x, MaxI32, false)
-        }
+        Fold::Max if convert == f32_ && maximum => reduce(name, invocation, x, MaxF32, false),
+        Fold::Max if convert == i32_ && maximum => reduce(name, invocation, x, MaxI32, false),
         _ => Err(unsupported(name, invocation)),
     }
 }

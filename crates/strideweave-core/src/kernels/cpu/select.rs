@@ -24,7 +24,7 @@ use super::strided::Walk;
 use super::{fresh_result, result_spec};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::operation::{Arithmetic, Builtin, Operand, ResolvedInvocation};
+use crate::operation::{Arithmetic, Operand, ResolvedInvocation};
 use crate::tensor::Tensor;
 
 /// The three operands as the kernel reads them: the condition (Bool as 0/1 bytes), then the
@@ -37,8 +37,7 @@ type Sides<'a, T> = (Side<'a, u8>, Side<'a, T>, Side<'a, T>);
 /// NotImplemented for a plan the kernel does not compute (a condition not read as Bool,
 /// branches converting to another dtype than the output, an arithmetic that does not match
 /// the output), a Value error for a wrong operand count, and the carriers' errors.
-pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
-    let name = builtin.name();
+pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let plan = invocation.plan();
     let output = plan.output();
     let fits = match plan.operands() {

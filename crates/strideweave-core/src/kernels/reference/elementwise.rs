@@ -5,13 +5,13 @@
 //! operand is read at result ordinal `i` through its layout broadcast to that shape (extent-1
 //! leaves widened with stride 0), and a weak scalar is converted once.
 
-use crate::kernels::extrema::{maximum_f32, minimum_f32};
 use strideweave_layout::Layout;
 
 use super::{buffer, compute_matches, overflow, unsupported, Context, Element, Reader};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::operation::{Builtin, Operand, ResolvedInvocation};
+use crate::operation::builtin::kernel::{Map, MapFn, MapVisitor, Test, TestFn, TestVisitor};
+use crate::operation::{Operand, ResolvedInvocation};
 use crate::tensor::Tensor;
 
 /// One operand of an elementwise operation, ready to be read by result ordinal.
@@ -71,42 +71,117 @@ fn check_operands(ctx: &Context<'_>, count: usize) -> Result<()> {
     Ok(())
 }
 
-/// `neg abs exp log sqrt tanh sigmoid relu` on the single tensor operand.
-pub(super) fn unary(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
-    let name = builtin.name();
+/// An elementwise built-in whose result has its operands' computed dtype (`neg abs exp log
+/// sqrt tanh sigmoid relu` on one tensor, `add sub mul elementwise_mul div maximum minimum`
+/// on two operands), computing `function`, its entry's.
+pub(super) fn map(name: &str, function: MapFn, invocation: &ResolvedInvocation) -> Result<Tensor> {
+    function.visit(MapElements { name, invocation })
+}
+
+/// A comparison (`eq lt le`) on two operands, computing `function`, its entry's.
+pub(super) fn test(
+    name: &str,
+    function: TestFn,
+    invocation: &ResolvedInvocation,
+) -> Result<Tensor> {
+    function.visit(TestElements { name, invocation })
+}
+
+/// Computes `element` at every result ordinal of `invocation`'s `count` operands (the
+/// second one absent for one operand).
+fn elementwise(
+    name: &str,
+    invocation: &ResolvedInvocation,
+    count: usize,
+    element: impl Fn(Element, Option<Element>) -> Result<Element>,
+) -> Result<Tensor> {
     let ctx = Context::new(name, invocation)?;
-    check_operands(&ctx, 1)?;
-    let x = side(&ctx, 0)?;
+    check_operands(&ctx, count)?;
+    let lhs = side(&ctx, 0)?;
+    let rhs = if count == 2 {
+        Some(side(&ctx, 1)?)
+    } else {
+        None
+    };
     let size = ctx.spec().layout().size();
     let mut values = buffer(name, size)?;
     for ordinal in 0..size {
-        let element = x.at(ordinal)?;
-        values.push(unary_op(builtin, invocation, element)?.to_value());
+        let b = rhs.as_ref().map(|rhs| rhs.at(ordinal)).transpose()?;
+        values.push(element(lhs.at(ordinal)?, b)?.to_value());
     }
     ctx.publish(values)
 }
 
-/// `add sub mul elementwise_mul div maximum minimum eq lt le` on two operands (tensors or a
-/// tensor and a weak scalar, in either order for `mul`).
-pub(super) fn binary(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
-    let name = builtin.name();
-    let ctx = Context::new(name, invocation)?;
-    check_operands(&ctx, 2)?;
-    let (lhs, rhs) = (side(&ctx, 0)?, side(&ctx, 1)?);
-    let size = ctx.spec().layout().size();
-    let mut values = buffer(name, size)?;
-    for ordinal in 0..size {
-        let (a, b) = (lhs.at(ordinal)?, rhs.at(ordinal)?);
-        values.push(binary_op(builtin, invocation, a, b)?.to_value());
+/// The reference of one [`Map`] function: Float32 in IEEE binary32 (no fused operations),
+/// Int32 where the function computes on it, leaving the range an Overflow error naming the
+/// operation and the operands.
+struct MapElements<'a> {
+    name: &'a str,
+    invocation: &'a ResolvedInvocation,
+}
+
+impl MapVisitor for MapElements<'_> {
+    type Output = Result<Tensor>;
+
+    fn visit<F: Map>(self) -> Result<Tensor> {
+        let MapElements { name, invocation } = self;
+        elementwise(name, invocation, F::OPERANDS, |a, b| {
+            use Element::{Float32, Int32};
+            match (a, b) {
+                (Float32(x), None) => Ok(Float32(F::float32(x, 0.0))),
+                (Float32(x), Some(Float32(y))) => Ok(Float32(F::float32(x, y))),
+                (Int32(x), None) if F::INT32 => int32(name, x, 0, F::int32, F::describe),
+                (Int32(x), Some(Int32(y))) if F::INT32 => int32(name, x, y, F::int32, F::describe),
+                (a, None) => Err(unsupported(name, &[a], invocation)),
+                (a, Some(b)) => Err(unsupported(name, &[a, b], invocation)),
+            }
+        })
     }
-    ctx.publish(values)
+}
+
+/// The Int32 result of `op` on `x` and `y`, an Overflow error with `describe` when it left
+/// the range.
+fn int32(
+    name: &str,
+    x: i32,
+    y: i32,
+    op: fn(i32, i32) -> (i32, bool),
+    describe: fn(i32, i32) -> String,
+) -> Result<Element> {
+    match op(x, y) {
+        (result, false) => Ok(Element::Int32(result)),
+        (_, true) => Err(overflow(name, describe(x, y))),
+    }
+}
+
+/// The reference of one [`Test`] function: Bool results (NaN compares false).
+struct TestElements<'a> {
+    name: &'a str,
+    invocation: &'a ResolvedInvocation,
+}
+
+impl TestVisitor for TestElements<'_> {
+    type Output = Result<Tensor>;
+
+    fn visit<F: Test>(self) -> Result<Tensor> {
+        let TestElements { name, invocation } = self;
+        elementwise(name, invocation, 2, |a, b| {
+            use Element::{Bool, Float32, Int32};
+            match (a, b) {
+                (Float32(x), Some(Float32(y))) => Ok(Bool(F::float32(x, y))),
+                (Int32(x), Some(Int32(y))) => Ok(Bool(F::int32(x, y))),
+                (Bool(x), Some(Bool(y))) if F::BOOL => Ok(Bool(F::bool(x, y))),
+                (a, None) => Err(unsupported(name, &[a], invocation)),
+                (a, Some(b)) => Err(unsupported(name, &[a, b], invocation)),
+            }
+        })
+    }
 }
 
 /// `select(cond, a, b)`: `cond ? a : b` per result ordinal. The condition is read as Bool
 /// (its operand plan must convert it to Bool), the branches convert to the plan's output
 /// dtype as their operand plans say, and only the chosen branch is read.
-pub(super) fn select(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
-    let name = builtin.name();
+pub(super) fn select(name: &str, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let ctx = Context::new(name, invocation)?;
     if ctx.operand_count() != 3 {
         return Err(Error::Value(format!(
@@ -143,74 +218,4 @@ pub(super) fn select(builtin: Builtin, invocation: &ResolvedInvocation) -> Resul
         values.push(chosen.to_value());
     }
     ctx.publish(values)
-}
-
-/// One unary element: Float32 in IEEE binary32, Int32 checked (`neg`, `abs`) or exact
-/// (`relu`).
-fn unary_op(builtin: Builtin, invocation: &ResolvedInvocation, x: Element) -> Result<Element> {
-    let name = builtin.name();
-    use Element::{Float32, Int32};
-    let result = match (builtin, x) {
-        (Builtin::Neg, Float32(a)) => Float32(-a),
-        (Builtin::Neg, Int32(a)) => Int32(
-            a.checked_neg()
-                .ok_or_else(|| overflow(name, format!("-({a})")))?,
-        ),
-        (Builtin::Abs, Float32(a)) => Float32(a.abs()),
-        (Builtin::Abs, Int32(a)) => Int32(
-            a.checked_abs()
-                .ok_or_else(|| overflow(name, format!("|{a}|")))?,
-        ),
-        (Builtin::Exp, Float32(a)) => Float32(a.exp()),
-        (Builtin::Log, Float32(a)) => Float32(a.ln()),
-        (Builtin::Sqrt, Float32(a)) => Float32(a.sqrt()),
-        (Builtin::Tanh, Float32(a)) => Float32(a.tanh()),
-        (Builtin::Sigmoid, Float32(a)) => Float32(1.0 / (1.0 + (-a).exp())),
-        (Builtin::Relu, Float32(a)) => Float32(if a > 0.0 || a.is_nan() { a } else { 0.0 }),
-        (Builtin::Relu, Int32(a)) => Int32(a.max(0)),
-        _ => return Err(unsupported(name, &[x], invocation)),
-    };
-    Ok(result)
-}
-
-/// One binary element: Float32 in IEEE binary32 (no fused operations), Int32 checked
-/// (leaving the range is an Overflow error naming the operation and the operands), and
-/// comparisons giving Bool (NaN compares false).
-fn binary_op(
-    builtin: Builtin,
-    invocation: &ResolvedInvocation,
-    a: Element,
-    b: Element,
-) -> Result<Element> {
-    let name = builtin.name();
-    use Element::{Bool, Float32, Int32};
-    let checked = |result: Option<i32>, symbol: &str, x: i32, y: i32| {
-        result
-            .map(Int32)
-            .ok_or_else(|| overflow(name, format!("{x} {symbol} {y}")))
-    };
-    let result = match (builtin, a, b) {
-        (Builtin::Add, Float32(x), Float32(y)) => Float32(x + y),
-        (Builtin::Add, Int32(x), Int32(y)) => checked(x.checked_add(y), "+", x, y)?,
-        (Builtin::Sub, Float32(x), Float32(y)) => Float32(x - y),
-        (Builtin::Sub, Int32(x), Int32(y)) => checked(x.checked_sub(y), "-", x, y)?,
-        (Builtin::Mul | Builtin::ElementwiseMul, Float32(x), Float32(y)) => Float32(x * y),
-        (Builtin::Mul | Builtin::ElementwiseMul, Int32(x), Int32(y)) => {
-            checked(x.checked_mul(y), "*", x, y)?
-        }
-        (Builtin::Div, Float32(x), Float32(y)) => Float32(x / y),
-        (Builtin::Maximum, Float32(x), Float32(y)) => Float32(maximum_f32(x, y)),
-        (Builtin::Maximum, Int32(x), Int32(y)) => Int32(x.max(y)),
-        (Builtin::Minimum, Float32(x), Float32(y)) => Float32(minimum_f32(x, y)),
-        (Builtin::Minimum, Int32(x), Int32(y)) => Int32(x.min(y)),
-        (Builtin::Eq, Float32(x), Float32(y)) => Bool(x == y),
-        (Builtin::Eq, Int32(x), Int32(y)) => Bool(x == y),
-        (Builtin::Eq, Bool(x), Bool(y)) => Bool(x == y),
-        (Builtin::Lt, Float32(x), Float32(y)) => Bool(x < y),
-        (Builtin::Lt, Int32(x), Int32(y)) => Bool(x < y),
-        (Builtin::Le, Float32(x), Float32(y)) => Bool(x <= y),
-        (Builtin::Le, Int32(x), Int32(y)) => Bool(x <= y),
-        _ => return Err(unsupported(name, &[a, b], invocation)),
-    };
-    Ok(result)
 }

@@ -9,7 +9,7 @@ use strideweave_layout::Layout;
 
 use super::{add_index, buffer, compute_matches, unsupported, Context, Element, Reader, Sum};
 use crate::error::{Error, Result};
-use crate::operation::{Builtin, ResolvedInvocation};
+use crate::operation::ResolvedInvocation;
 use crate::tensor::Tensor;
 
 /// A two-mode operand split into its kept mode 0 and contracted mode 1.
@@ -47,8 +47,7 @@ impl<'a> Matrix<'a> {
 }
 
 /// `matmul` on two tensors.
-pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
-    let name = builtin.name();
+pub(super) fn execute(name: &str, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let ctx = Context::new(name, invocation)?;
     if ctx.operand_count() != 2 {
         return Err(Error::Value(format!(

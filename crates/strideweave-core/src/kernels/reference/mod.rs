@@ -17,13 +17,14 @@ use strideweave_layout::Layout;
 
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
+use crate::operation::builtin::kernel::KernelKind;
 use crate::operation::{
     Accumulation, Arithmetic, Builtin, Operand, OperandPlan, ResolvedInvocation, ResultSpec,
 };
 use crate::tensor::Tensor;
 
 /// Executes the built-in operation `builtin` on `invocation` and returns its single fresh
-/// result.
+/// result, by the kernel kind of its entry.
 ///
 /// # Errors
 /// - [`Error::NotImplemented`] for a plan whose dtypes or arithmetic the reference does not
@@ -41,28 +42,12 @@ pub(crate) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Resu
         )));
     }
     super::check_bounded_work(name, invocation)?;
-    match builtin {
-        Builtin::Neg
-        | Builtin::Abs
-        | Builtin::Exp
-        | Builtin::Log
-        | Builtin::Sqrt
-        | Builtin::Tanh
-        | Builtin::Sigmoid
-        | Builtin::Relu => elementwise::unary(builtin, invocation),
-        Builtin::Add
-        | Builtin::Sub
-        | Builtin::Mul
-        | Builtin::ElementwiseMul
-        | Builtin::Div
-        | Builtin::Maximum
-        | Builtin::Minimum
-        | Builtin::Eq
-        | Builtin::Lt
-        | Builtin::Le => elementwise::binary(builtin, invocation),
-        Builtin::ReduceSum | Builtin::ReduceMax => reduce::execute(builtin, invocation),
-        Builtin::Matmul => matmul::execute(builtin, invocation),
-        Builtin::Select => elementwise::select(builtin, invocation),
+    match builtin.spec().kernel {
+        KernelKind::Map(function) => elementwise::map(name, function, invocation),
+        KernelKind::Test(function) => elementwise::test(name, function, invocation),
+        KernelKind::Fold(fold) => reduce::execute(name, fold, invocation),
+        KernelKind::Contract => matmul::execute(name, invocation),
+        KernelKind::Select => elementwise::select(name, invocation),
     }
 }
 

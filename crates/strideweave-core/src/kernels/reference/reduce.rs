@@ -7,13 +7,14 @@
 
 use super::{add_index, buffer, compute_matches, unsupported, Context, Element, Sum};
 use crate::error::{Error, Result};
-use crate::kernels::extrema::maximum_f32;
-use crate::operation::{Accumulation, Builtin, ResolvedInvocation};
+use crate::operation::builtin::extrema::maximum_f32;
+use crate::operation::builtin::kernel::Fold;
+use crate::operation::{Accumulation, ResolvedInvocation};
 use crate::tensor::Tensor;
 
 /// How the elements of one result are combined.
 #[derive(Clone, Copy)]
-enum Fold {
+enum Running {
     /// A sum in the plan's accumulator.
     Sum(Sum),
     /// The running maximum (none before the first element).
@@ -22,8 +23,7 @@ enum Fold {
 
 /// `reduce_sum` (Float32 in the plan's accumulator dtype, rounded once; Int32 exact with a
 /// checked final narrowing) or `reduce_max` (Float32: NaN when any element is NaN).
-pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Result<Tensor> {
-    let name = builtin.name();
+pub(super) fn execute(name: &str, fold: Fold, invocation: &ResolvedInvocation) -> Result<Tensor> {
     let ctx = Context::new(name, invocation)?;
     if ctx.operand_count() != 1 {
         return Err(Error::Value(format!(
@@ -56,9 +56,9 @@ pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Resu
             rows.size()
         )));
     }
-    let maximum = match (builtin, plan.accumulation()) {
-        (Builtin::ReduceSum, _) => false,
-        (Builtin::ReduceMax, Some(Accumulation::Maximum) | None) => true,
+    let maximum = match (fold, plan.accumulation()) {
+        (Fold::Sum, _) => false,
+        (Fold::Max, Some(Accumulation::Maximum) | None) => true,
         _ => {
             return Err(Error::NotImplemented(format!(
                 "the Generic reference of '{name}' does not execute the plan {plan}"
@@ -66,9 +66,9 @@ pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Resu
         }
     };
     let empty = if maximum {
-        Fold::Maximum(None)
+        Running::Maximum(None)
     } else {
-        Fold::Sum(Sum::for_plan(name, invocation, element)?)
+        Running::Sum(Sum::for_plan(name, invocation, element)?)
     };
     let mut values = buffer(name, size)?;
     for i in 0..size {
@@ -77,15 +77,15 @@ pub(super) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Resu
         for j in 0..columns.size() {
             let value = x.at_index(add_index(name, base, columns.index_of(j)?)?)?;
             match &mut fold {
-                Fold::Sum(sum) => sum.add(name, value)?,
-                Fold::Maximum(best) => *best = Some(larger(name, invocation, *best, value)?),
+                Running::Sum(sum) => sum.add(name, value)?,
+                Running::Maximum(best) => *best = Some(larger(name, invocation, *best, value)?),
             }
         }
         let result = match fold {
-            Fold::Sum(sum) => sum.finish(name, || {
+            Running::Sum(sum) => sum.finish(name, || {
                 format!("the sum over mode 1 at result ordinal {i}")
             })?,
-            Fold::Maximum(best) => {
+            Running::Maximum(best) => {
                 best.ok_or_else(|| Error::Value(format!("'{name}' cannot reduce an empty mode 1")))?
             }
         };

@@ -1,15 +1,20 @@
 //! `add`, `sub`, `mul`, `elementwise_mul` and `div`: specs and gradient rules.
 
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, ShapeRule};
+use crate::operation::builtin::kernel::{KernelKind, MapFn};
+use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::builtin::vjp::{BuiltinVjp, Grads};
 use crate::operation::planning::Family;
 use crate::ops;
 
 /// `add`: both operands receive the cotangent.
 pub(super) const ADD: BuiltinSpec = BuiltinSpec {
+    name: "add",
     arity: Arity::Tensors,
     rule: ShapeRule::Broadcast,
     family: Family::Additive,
+    kernel: KernelKind::Map(MapFn::Sum),
+    domain: Domain::Everywhere,
+    central: true,
     saved: &[],
     vjp: Some(add_vjp),
     shapes_only: true,
@@ -21,9 +26,13 @@ fn add_vjp(step: &BuiltinVjp<'_>) -> Grads {
 
 /// `sub`: the right operand receives the negated cotangent.
 pub(super) const SUB: BuiltinSpec = BuiltinSpec {
+    name: "sub",
     arity: Arity::Tensors,
     rule: ShapeRule::Broadcast,
     family: Family::Additive,
+    kernel: KernelKind::Map(MapFn::Difference),
+    domain: Domain::Everywhere,
+    central: false,
     saved: &[],
     vjp: Some(sub_vjp),
     shapes_only: true,
@@ -35,9 +44,13 @@ fn sub_vjp(step: &BuiltinVjp<'_>) -> Grads {
 
 /// `mul`: each tensor operand receives the cotangent times the other operand.
 pub(super) const MUL: BuiltinSpec = BuiltinSpec {
+    name: "mul",
     arity: Arity::Structural,
     rule: ShapeRule::Broadcast,
     family: Family::Mul,
+    kernel: KernelKind::Map(MapFn::Product),
+    domain: Domain::Everywhere,
+    central: true,
     saved: &[],
     vjp: Some(mul_vjp),
     shapes_only: false,
@@ -53,9 +66,13 @@ fn mul_vjp(step: &BuiltinVjp<'_>) -> Grads {
 
 /// `elementwise_mul`: as `mul`, on two tensors.
 pub(super) const ELEMENTWISE_MUL: BuiltinSpec = BuiltinSpec {
+    name: "elementwise_mul",
     arity: Arity::Tensors,
     rule: ShapeRule::Broadcast,
     family: Family::Additive,
+    kernel: KernelKind::Map(MapFn::Product),
+    domain: Domain::Everywhere,
+    central: true,
     saved: &[0, 1],
     vjp: Some(mul_vjp),
     shapes_only: false,
@@ -63,9 +80,13 @@ pub(super) const ELEMENTWISE_MUL: BuiltinSpec = BuiltinSpec {
 
 /// `div`: `g / y` to the left, `-g·x / y²` to the right.
 pub(super) const DIV: BuiltinSpec = BuiltinSpec {
+    name: "div",
     arity: Arity::TensorAndStructural,
     rule: ShapeRule::Broadcast,
     family: Family::Div,
+    kernel: KernelKind::Map(MapFn::Quotient),
+    domain: Domain::NonZeroDivisor,
+    central: false,
     saved: &[0],
     vjp: Some(div_vjp),
     shapes_only: false,

@@ -1,13 +1,18 @@
 //! `eq`, `lt` and `le`: Bool results, no gradients.
 
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, ShapeRule};
+use crate::operation::builtin::kernel::{KernelKind, TestFn};
+use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::planning::Family;
 
 /// `eq`: also compares Bool tensors.
 pub(super) const EQ: BuiltinSpec = BuiltinSpec {
+    name: "eq",
     arity: Arity::Compare,
     rule: ShapeRule::Broadcast,
     family: Family::Compare { accepts_bool: true },
+    kernel: KernelKind::Test(TestFn::Equal),
+    domain: Domain::Everywhere,
+    central: false,
     saved: &[],
     vjp: None,
     shapes_only: false,
@@ -15,6 +20,8 @@ pub(super) const EQ: BuiltinSpec = BuiltinSpec {
 
 /// `lt`.
 pub(super) const LT: BuiltinSpec = BuiltinSpec {
+    name: "lt",
+    kernel: KernelKind::Test(TestFn::Less),
     family: Family::Compare {
         accepts_bool: false,
     },
@@ -22,4 +29,8 @@ pub(super) const LT: BuiltinSpec = BuiltinSpec {
 };
 
 /// `le`.
-pub(super) const LE: BuiltinSpec = LT;
+pub(super) const LE: BuiltinSpec = BuiltinSpec {
+    name: "le",
+    kernel: KernelKind::Test(TestFn::LessOrEqual),
+    ..LT
+};

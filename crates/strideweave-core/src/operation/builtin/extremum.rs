@@ -1,6 +1,7 @@
 //! `maximum` and `minimum`: specs and gradient rules. Ties go to the left operand.
 
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, ShapeRule};
+use crate::operation::builtin::kernel::{KernelKind, MapFn};
+use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::builtin::vjp::{BuiltinVjp, Grads};
 use crate::operation::planning::Family;
 use crate::operation::Operand;
@@ -8,9 +9,13 @@ use crate::ops;
 
 /// `maximum`: the cotangent goes to the larger operand, to the left one on a tie.
 pub(super) const MAXIMUM: BuiltinSpec = BuiltinSpec {
+    name: "maximum",
     arity: Arity::TensorAndStructural,
     rule: ShapeRule::Broadcast,
     family: Family::Extremum,
+    kernel: KernelKind::Map(MapFn::Maximum),
+    domain: Domain::Everywhere,
+    central: false,
     saved: &[0],
     vjp: Some(maximum_vjp),
     shapes_only: false,
@@ -18,6 +23,8 @@ pub(super) const MAXIMUM: BuiltinSpec = BuiltinSpec {
 
 /// `minimum`: the cotangent goes to the smaller operand, to the left one on a tie.
 pub(super) const MINIMUM: BuiltinSpec = BuiltinSpec {
+    name: "minimum",
+    kernel: KernelKind::Map(MapFn::Minimum),
     vjp: Some(minimum_vjp),
     ..MAXIMUM
 };

@@ -2,9 +2,12 @@
 
 use std::fmt;
 
-/// One built-in operation. Its spec (operand kinds, shape rule, planning family, saved
-/// operands and gradient rule) is `Builtin::spec` (crate-internal); the shipped kernels `match` on it
-/// exhaustively, so a new built-in is named by the compiler everywhere it is still missing.
+/// One built-in operation. Its entry in the table of built-ins (its name, operand kinds,
+/// shape rule, planning family, kernel kind, saved operands and gradient rule) is
+/// `Builtin::spec` (crate-internal; what code outside the core derives from it is public:
+/// [`Builtin::operand_count`], [`Builtin::shape_rule`], …). The kernels dispatch on the
+/// entry's kernel kind; nothing else lists the built-ins (docs/operations.md, The table of
+/// built-ins).
 ///
 /// ```
 /// use strideweave::operation::Builtin;
@@ -88,32 +91,9 @@ impl Builtin {
         Builtin::Select,
     ];
 
-    /// The operation's registered name.
+    /// The operation's registered name (its entry's).
     pub const fn name(self) -> &'static str {
-        match self {
-            Builtin::Add => "add",
-            Builtin::Sub => "sub",
-            Builtin::Mul => "mul",
-            Builtin::ElementwiseMul => "elementwise_mul",
-            Builtin::Div => "div",
-            Builtin::Neg => "neg",
-            Builtin::Abs => "abs",
-            Builtin::Exp => "exp",
-            Builtin::Log => "log",
-            Builtin::Sqrt => "sqrt",
-            Builtin::Tanh => "tanh",
-            Builtin::Sigmoid => "sigmoid",
-            Builtin::Relu => "relu",
-            Builtin::Maximum => "maximum",
-            Builtin::Minimum => "minimum",
-            Builtin::Eq => "eq",
-            Builtin::Lt => "lt",
-            Builtin::Le => "le",
-            Builtin::ReduceSum => "reduce_sum",
-            Builtin::ReduceMax => "reduce_max",
-            Builtin::Matmul => "matmul",
-            Builtin::Select => "select",
-        }
+        self.spec().name
     }
 
     /// The built-in named `name`, if there is one.

@@ -1,6 +1,7 @@
 //! `matmul`, (N,K)·(M,K) → (N,M): spec and gradient rule.
 
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, ShapeRule};
+use crate::operation::builtin::kernel::KernelKind;
+use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::builtin::vjp::{BuiltinVjp, Grads};
 use crate::operation::planning::Family;
 use crate::ops;
@@ -9,9 +10,13 @@ use crate::tensor::Tensor;
 /// `matmul`: `g·rhs` to the left, `gᵀ·lhs` (as (M,K)) to the right, accumulated as the
 /// forward plan was.
 pub(super) const MATMUL: BuiltinSpec = BuiltinSpec {
+    name: "matmul",
     arity: Arity::Tensors,
     rule: ShapeRule::Contract,
     family: Family::Matmul,
+    kernel: KernelKind::Contract,
+    domain: Domain::Everywhere,
+    central: true,
     saved: &[0, 1],
     vjp: Some(matmul_vjp),
     shapes_only: false,

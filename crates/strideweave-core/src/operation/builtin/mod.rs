@@ -5,8 +5,10 @@
 
 mod arithmetic;
 mod comparison;
+pub(crate) mod extrema;
 mod extremum;
 mod identity;
+pub(crate) mod kernel;
 mod matmul;
 mod recent_resolutions;
 mod reduction;
@@ -17,6 +19,7 @@ mod vjp;
 
 pub use identity::{Builtin, BUILTIN_OPERATIONS};
 pub(crate) use spec::VjpRule;
+pub use spec::{Domain, ShapeRule};
 pub(crate) use vjp::BuiltinVjp;
 
 use std::borrow::Cow;
@@ -26,7 +29,7 @@ use strideweave_layout::{Layout, Shape};
 
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
-use crate::operation::builtin::spec::{Arity, ShapeRule};
+use crate::operation::builtin::spec::Arity;
 use crate::operation::definition::OperationDefinition;
 use crate::operation::invocation::{BoundOperationCall, ResolvedInvocation, ResultSpec};
 use crate::operation::plan::OperationPlan;

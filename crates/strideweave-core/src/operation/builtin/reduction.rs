@@ -1,15 +1,20 @@
 //! `reduce_sum` and `reduce_max` over mode 1: specs and gradient rules.
 
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, ShapeRule};
+use crate::operation::builtin::kernel::{Fold, KernelKind};
+use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::builtin::vjp::{spread_over_mode1, BuiltinVjp, Grads};
 use crate::operation::planning::Family;
 use crate::ops;
 
 /// `reduce_sum`: the cotangent spread back over mode 1.
 pub(super) const REDUCE_SUM: BuiltinSpec = BuiltinSpec {
+    name: "reduce_sum",
     arity: Arity::Unary,
     rule: ShapeRule::ReduceMode1,
     family: Family::ReduceSum,
+    kernel: KernelKind::Fold(Fold::Sum),
+    domain: Domain::Everywhere,
+    central: true,
     saved: &[],
     vjp: Some(reduce_sum_vjp),
     shapes_only: true,
@@ -21,9 +26,13 @@ fn reduce_sum_vjp(step: &BuiltinVjp<'_>) -> Grads {
 
 /// `reduce_max`: the cotangent to every element equal to its row's maximum.
 pub(super) const REDUCE_MAX: BuiltinSpec = BuiltinSpec {
+    name: "reduce_max",
     arity: Arity::Unary,
     rule: ShapeRule::ReduceMode1,
     family: Family::ReduceMax,
+    kernel: KernelKind::Fold(Fold::Max),
+    domain: Domain::Everywhere,
+    central: false,
     saved: &[0],
     vjp: Some(reduce_max_vjp),
     shapes_only: false,

@@ -1,7 +1,8 @@
 //! `select(cond, a, b)`: spec and gradient rule.
 
 use crate::error::Error;
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, ShapeRule};
+use crate::operation::builtin::kernel::KernelKind;
+use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::builtin::vjp::{sum_to, BuiltinVjp, Grads};
 use crate::operation::planning::Family;
 use crate::ops;
@@ -9,9 +10,13 @@ use crate::ops;
 /// `select`: the condition is saved; a branch's gradient is the cotangent where it was
 /// chosen, and the condition gets none.
 pub(super) const SELECT: BuiltinSpec = BuiltinSpec {
+    name: "select",
     arity: Arity::Select,
     rule: ShapeRule::Broadcast,
     family: Family::Select,
+    kernel: KernelKind::Select,
+    domain: Domain::Everywhere,
+    central: false,
     saved: &[0],
     vjp: Some(select_vjp),
     shapes_only: false,

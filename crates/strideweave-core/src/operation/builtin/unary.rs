@@ -1,17 +1,29 @@
 //! `neg`, `abs`, `exp`, `log`, `sqrt`, `tanh`, `sigmoid` and `relu`: specs and gradient
 //! rules.
 
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, ShapeRule};
+use crate::operation::builtin::kernel::{KernelKind, MapFn};
+use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::builtin::vjp::{BuiltinVjp, Grads};
 use crate::operation::planning::Family;
 use crate::ops;
 
-/// The spec of a unary elementwise built-in of `family` with gradient rule `vjp`.
-const fn unary(family: Family, saved: &'static [usize], vjp: super::spec::VjpRule) -> BuiltinSpec {
+/// The entry of the unary elementwise built-in `name` of `family`, computing `function`,
+/// with gradient rule `vjp`.
+const fn unary(
+    name: &'static str,
+    family: Family,
+    function: MapFn,
+    saved: &'static [usize],
+    vjp: super::spec::VjpRule,
+) -> BuiltinSpec {
     BuiltinSpec {
+        name,
         arity: Arity::Unary,
         rule: ShapeRule::Broadcast,
         family,
+        kernel: KernelKind::Map(function),
+        domain: Domain::Everywhere,
+        central: false,
         saved,
         vjp: Some(vjp),
         shapes_only: false,
@@ -19,14 +31,15 @@ const fn unary(family: Family, saved: &'static [usize], vjp: super::spec::VjpRul
 }
 
 /// `neg`: the negated cotangent.
-pub(super) const NEG: BuiltinSpec = unary(Family::SignChange, &[], neg_vjp);
+pub(super) const NEG: BuiltinSpec = unary("neg", Family::SignChange, MapFn::Negation, &[], neg_vjp);
 
 fn neg_vjp(step: &BuiltinVjp<'_>) -> Grads {
     step.one(ops::neg(step.g())?)
 }
 
 /// `abs`: the cotangent signed like `x`, and 0 where `x` is 0.
-pub(super) const ABS: BuiltinSpec = unary(Family::SignChange, &[0], abs_vjp);
+pub(super) const ABS: BuiltinSpec =
+    unary("abs", Family::SignChange, MapFn::Magnitude, &[0], abs_vjp);
 
 fn abs_vjp(step: &BuiltinVjp<'_>) -> Grads {
     let (g, x) = (step.g(), step.x()?);
@@ -35,28 +48,58 @@ fn abs_vjp(step: &BuiltinVjp<'_>) -> Grads {
 }
 
 /// `exp`: `g · exp(x)`.
-pub(super) const EXP: BuiltinSpec = unary(Family::Transcendental, &[0], exp_vjp);
+pub(super) const EXP: BuiltinSpec = unary(
+    "exp",
+    Family::Transcendental,
+    MapFn::Exponential,
+    &[0],
+    exp_vjp,
+);
 
 fn exp_vjp(step: &BuiltinVjp<'_>) -> Grads {
     step.one(ops::mul(step.g(), &ops::exp(step.x()?)?)?)
 }
 
 /// `log`: `g / x`.
-pub(super) const LOG: BuiltinSpec = unary(Family::Transcendental, &[0], log_vjp);
+pub(super) const LOG: BuiltinSpec = BuiltinSpec {
+    domain: Domain::Positive,
+    ..unary(
+        "log",
+        Family::Transcendental,
+        MapFn::Logarithm,
+        &[0],
+        log_vjp,
+    )
+};
 
 fn log_vjp(step: &BuiltinVjp<'_>) -> Grads {
     step.one(ops::div(step.g(), step.x()?)?)
 }
 
 /// `sqrt`: `g / (2·sqrt(x))`.
-pub(super) const SQRT: BuiltinSpec = unary(Family::Transcendental, &[0], sqrt_vjp);
+pub(super) const SQRT: BuiltinSpec = BuiltinSpec {
+    domain: Domain::Positive,
+    ..unary(
+        "sqrt",
+        Family::Transcendental,
+        MapFn::SquareRoot,
+        &[0],
+        sqrt_vjp,
+    )
+};
 
 fn sqrt_vjp(step: &BuiltinVjp<'_>) -> Grads {
     step.one(ops::div(step.g(), &ops::mul(&ops::sqrt(step.x()?)?, 2.0)?)?)
 }
 
 /// `tanh`: `g · (1 − tanh²(x))`.
-pub(super) const TANH: BuiltinSpec = unary(Family::Transcendental, &[0], tanh_vjp);
+pub(super) const TANH: BuiltinSpec = unary(
+    "tanh",
+    Family::Transcendental,
+    MapFn::HyperbolicTangent,
+    &[0],
+    tanh_vjp,
+);
 
 fn tanh_vjp(step: &BuiltinVjp<'_>) -> Grads {
     let x = step.x()?;
@@ -69,7 +112,13 @@ fn tanh_vjp(step: &BuiltinVjp<'_>) -> Grads {
 }
 
 /// `sigmoid`: `g · s · (1 − s)` with `s = sigmoid(x)`.
-pub(super) const SIGMOID: BuiltinSpec = unary(Family::Transcendental, &[0], sigmoid_vjp);
+pub(super) const SIGMOID: BuiltinSpec = unary(
+    "sigmoid",
+    Family::Transcendental,
+    MapFn::Logistic,
+    &[0],
+    sigmoid_vjp,
+);
 
 fn sigmoid_vjp(step: &BuiltinVjp<'_>) -> Grads {
     let s = ops::sigmoid(step.x()?)?;
@@ -80,7 +129,10 @@ fn sigmoid_vjp(step: &BuiltinVjp<'_>) -> Grads {
 }
 
 /// `relu`: the cotangent where `x > 0`, else 0.
-pub(super) const RELU: BuiltinSpec = unary(Family::Relu, &[0], relu_vjp);
+pub(super) const RELU: BuiltinSpec = BuiltinSpec {
+    central: true,
+    ..unary("relu", Family::Relu, MapFn::Rectifier, &[0], relu_vjp)
+};
 
 fn relu_vjp(step: &BuiltinVjp<'_>) -> Grads {
     step.one(ops::select(&ops::le(step.x()?, 0.0)?, 0.0, step.g())?)
