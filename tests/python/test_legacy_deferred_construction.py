@@ -10,7 +10,10 @@ import strideweave as sw
 from strideweave.carriers.operation_policy import resolve_operation_plan
 from strideweave.carriers.operation_capability import (
     capabilities_for_carrier_class,
+    matching_capability,
     register_operation_capabilities,
+    supports_operation_plan,
+    unsupported_plan_reason,
 )
 
 I32 = sw.DType.Int32
@@ -120,3 +123,29 @@ def test_a_hook_that_uses_the_carrier_while_it_is_built_is_refused() -> None:
     carrier = Recursive()
     with pytest.raises(TypeError, match="Recursive.s storage hooks \\(dtype\\(\\), size\\(\\), _is_mutable\\(\\), _supports_storage_dtype\\(\\)\\) used the carrier while it was being built from them$"):
         carrier.version
+
+
+def test_class_queries_answer_for_any_class_and_registration_names_the_wrong_ones() -> None:
+    for target in (object, type("Unrelated", (), {}), sw.Carrier, sw.DependentCarrier):
+        assert capabilities_for_carrier_class(target) == ()
+        assert matching_capability(target, NEG) is None
+        assert not supports_operation_plan(target, NEG)
+        assert unsupported_plan_reason(target, NEG) == f"{target.__name__} declares no operation-plan capability for 'neg'"
+    with pytest.raises(TypeError, match="^register_operation_capabilities: object is not a Carrier implementation$"):
+        register_operation_capabilities(object, [NEG])
+    with pytest.raises(TypeError, match="^register_operation_capabilities: capabilities cannot be declared for the Carrier base class"):
+        register_operation_capabilities(sw.Carrier, [NEG])
+    with pytest.raises(TypeError, match="capabilities_for_carrier_class carrier_class must be"):
+        capabilities_for_carrier_class(3)  # type: ignore[arg-type]
+    assert supports_operation_plan(sw.CPU, resolve_operation_plan("add", I32, I32))
+
+
+def test_queries_answer_with_the_declared_objects_themselves() -> None:
+    declared = type("IdentityCarrier", (sw.Carrier,), {})
+    entry = sw.OperationCapability.from_plan(resolve_operation_plan("neg", I32))
+    register_operation_capabilities(declared, [entry])
+    assert capabilities_for_carrier_class(declared)[0] is entry
+    assert matching_capability(declared, entry) is entry
+    instance = declared()
+    assert instance.operation_capabilities()[0] is entry
+    assert instance.require_operation_plan(entry) is entry

@@ -656,11 +656,21 @@ impl PyCarrier {
             let capabilities = crate::finalization::detach(py, || {
                 strideweave::carrier::capabilities_for_carrier_class(class)
             });
-            return crate::capabilities::capability_tuple(py, capabilities.iter(), operation_name);
+            return crate::capabilities::class_capability_tuple(
+                py,
+                class,
+                capabilities.iter(),
+                operation_name,
+            );
         }
         let carrier = self.carrier()?;
         let capabilities = crate::finalization::detach(py, || carrier.capabilities());
-        crate::capabilities::capability_tuple(py, capabilities.iter(), operation_name)
+        crate::capabilities::class_capability_tuple(
+            py,
+            carrier.class(),
+            capabilities.iter(),
+            operation_name,
+        )
     }
 
     /// Whether this carrier executes exactly `plan`.
@@ -725,12 +735,12 @@ impl PyCarrier {
                 strideweave::carrier::require_capability(class, &plan)
             })
             .py()?;
-            return Py::new(py, PyOperationCapability { inner });
+            return crate::capabilities::capability_object(py, class, &inner);
         }
         let carrier = self.carrier()?;
         let found = crate::finalization::detach(py, || carrier.matching_capability(&plan));
         match found {
-            Some(inner) => Py::new(py, PyOperationCapability { inner }),
+            Some(inner) => crate::capabilities::capability_object(py, carrier.class(), &inner),
             None => {
                 let reason =
                     crate::finalization::detach(py, || carrier.unsupported_plan_reason(&plan))
