@@ -12,6 +12,28 @@ use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 use crate::operation::{BuiltinKernel, Operation, OperationCapability};
 
+/// The slots of one contiguous span, read natively in bulk (no [`Value`] per slot): what
+/// [`DefinitionFreeCarrier::read_span`] answers.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum SpanValues {
+    /// Float32 slots.
+    F32(Vec<f32>),
+    /// Int32 slots.
+    I32(Vec<i32>),
+}
+
+/// The values of one contiguous span to write natively in bulk: what
+/// [`DefinitionFreeCarrier::write_span`] stores.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum SpanSlice<'a> {
+    /// Float32 values.
+    F32(&'a [f32]),
+    /// Int32 values.
+    I32(&'a [i32]),
+}
+
 /// The storage hooks of a definition-free carrier class.
 ///
 /// The implementing type *is* the exact class ([`CarrierClass::of`]). The framework owns the
@@ -100,6 +122,23 @@ pub trait DefinitionFreeCarrier: Send + Sync + Sized + 'static {
         targets: &[usize],
     ) -> Option<Result<()>> {
         let _ = (source, sources, targets);
+        None
+    }
+
+    /// Reads the slots `start..start + len`, of the carrier's dtype, natively under one
+    /// lock (uploads, bulk moves), or answers `None` (the default) so the framework reads
+    /// them one [`Value`] at a time. The framework has checked the range and that the dtype
+    /// is one [`SpanValues`] holds.
+    fn read_span(&self, start: usize, len: usize, dtype: DType) -> Option<Result<SpanValues>> {
+        let _ = (start, len, dtype);
+        None
+    }
+
+    /// Writes `values` to the slots from `start` natively under one lock, or answers `None`
+    /// (the default) so the framework writes them one [`Value`] at a time. The framework has
+    /// checked the range, the dtype and that the writer may write, and counts the write.
+    fn write_span(&self, start: usize, values: SpanSlice<'_>) -> Option<Result<()>> {
+        let _ = (start, values);
         None
     }
 
@@ -231,6 +270,16 @@ pub(crate) trait ErasedCarrier: Send + Sync {
         let _ = (source, sources, targets);
         None
     }
+    /// See [`DefinitionFreeCarrier::read_span`].
+    fn read_span(&self, start: usize, len: usize, dtype: DType) -> Option<Result<SpanValues>> {
+        let _ = (start, len, dtype);
+        None
+    }
+    /// See [`DefinitionFreeCarrier::write_span`].
+    fn write_span(&self, start: usize, values: SpanSlice<'_>) -> Option<Result<()>> {
+        let _ = (start, values);
+        None
+    }
     /// A fresh carrier of this class (see [`DefinitionFreeCarrier::new_like`]).
     fn new_like(&self, values: &[Value], dtype: DType, mutable: bool) -> Result<Carrier>;
     /// A fresh carrier of this class (see [`DefinitionFreeCarrier::allocate_like`]).
@@ -299,6 +348,12 @@ impl<T: DefinitionFreeCarrier> ErasedCarrier for T {
         targets: &[usize],
     ) -> Option<Result<()>> {
         DefinitionFreeCarrier::copy_slots_from(self, source, sources, targets)
+    }
+    fn read_span(&self, start: usize, len: usize, dtype: DType) -> Option<Result<SpanValues>> {
+        DefinitionFreeCarrier::read_span(self, start, len, dtype)
+    }
+    fn write_span(&self, start: usize, values: SpanSlice<'_>) -> Option<Result<()>> {
+        DefinitionFreeCarrier::write_span(self, start, values)
     }
     fn new_like(&self, values: &[Value], dtype: DType, mutable: bool) -> Result<Carrier> {
         let request = Made::new(self, "new_like", values.len(), dtype, mutable);

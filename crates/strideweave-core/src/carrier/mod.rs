@@ -23,7 +23,7 @@ pub use crate::operation::{
 };
 pub use class::{CarrierClass, CarrierType, ClassKind, ClassOrigin};
 pub use construction_count::constructed_on_this_thread;
-pub use definition_free::DefinitionFreeCarrier;
+pub use definition_free::{DefinitionFreeCarrier, SpanSlice, SpanValues};
 pub(crate) use definition_free::{ErasedCarrier, MovementHooks};
 pub use facet::CarrierFacet;
 pub use handle::Carrier;

@@ -1,13 +1,12 @@
 //! Bulk slot reads for carrier extensions: [`read_f32s`] and [`read_i32s`].
 
-use crate::carrier::Carrier;
-use crate::carriers::Cpu;
+use crate::carrier::{Carrier, SpanValues};
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 
 /// The Float32 slots `start..start + len` of `carrier`: one consistent read under the
-/// carrier's lock when it is a CPU carrier, slot by slot through the storage surface
-/// otherwise. This is how an accelerator extension uploads a tensor's physical span into
+/// carrier's lock when its class reads spans natively (the CPU), slot by slot through the
+/// storage surface otherwise. This is how an accelerator extension uploads a tensor's physical span into
 /// device memory without a [`Value`] per slot (a move *into* a definition-backed class has
 /// no route; docs/extension-design.md, "CPU → custom moves").
 ///
@@ -16,8 +15,10 @@ use crate::error::{Error, Result};
 /// Runtime (released) for a released carrier.
 pub fn read_f32s(carrier: &Carrier, start: usize, len: usize) -> Result<Vec<f32>> {
     check(carrier, start, len, DType::FLOAT32)?;
-    if let Some(cpu) = carrier.downcast_ref::<Cpu>() {
-        return cpu.with_f32(|slots| slots[start..start + len].to_vec());
+    if let Some(read) = carrier.body().read_span(start, len, DType::FLOAT32) {
+        if let SpanValues::F32(values) = read? {
+            return Ok(values);
+        }
     }
     (start..start + len)
         .map(|slot| match carrier.get(slot)? {
@@ -36,8 +37,10 @@ pub fn read_f32s(carrier: &Carrier, start: usize, len: usize) -> Result<Vec<f32>
 /// As [`read_f32s`], with Int32 for Float32.
 pub fn read_i32s(carrier: &Carrier, start: usize, len: usize) -> Result<Vec<i32>> {
     check(carrier, start, len, DType::INT32)?;
-    if let Some(cpu) = carrier.downcast_ref::<Cpu>() {
-        return cpu.with_i32(|slots| slots[start..start + len].to_vec());
+    if let Some(read) = carrier.body().read_span(start, len, DType::INT32) {
+        if let SpanValues::I32(values) = read? {
+            return Ok(values);
+        }
     }
     (start..start + len)
         .map(|slot| match carrier.get(slot)? {

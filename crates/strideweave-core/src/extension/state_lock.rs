@@ -160,10 +160,13 @@ impl<S: Any + Send + Sync> DerefMut for ExclusiveState<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::carriers::Cpu;
+    use crate::carrier::ClassKind;
+    use std::sync::OnceLock;
 
+    /// The class the locks of these tests report in their messages.
     fn class() -> CarrierClass {
-        CarrierClass::of::<Cpu>()
+        static CLASS: OnceLock<CarrierClass> = OnceLock::new();
+        *CLASS.get_or_init(|| CarrierClass::mint("StateLockProbe", ClassKind::Independent))
     }
 
     fn held_entries() -> usize {

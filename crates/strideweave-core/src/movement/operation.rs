@@ -3,7 +3,7 @@
 use parking_lot::Mutex;
 
 use crate::carrier::Carrier;
-use crate::carriers::Cpu;
+use crate::carrier::SpanSlice;
 use crate::dtype::{DType, Value};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -133,8 +133,8 @@ impl<'a> MoveTarget<'a> {
     }
 
     /// Writes `values` to slots `start..start + values.len()` of a Float32 destination, in
-    /// one bulk copy when the destination is a CPU carrier and slot by slot otherwise; like
-    /// [`write`](MoveTarget::write) it bumps no version.
+    /// one bulk copy when the destination's class writes spans natively (the CPU) and slot by
+    /// slot otherwise; like [`write`](MoveTarget::write) it bumps no version.
     ///
     /// # Errors
     /// Index when the slots do not all lie in the destination; Type when the destination
@@ -143,9 +143,12 @@ impl<'a> MoveTarget<'a> {
         self.check_span(start, values.len(), DType::FLOAT32)?;
         self.journal
             .record(self.carrier, start..start + values.len());
-        if let Some(cpu) = self.carrier.downcast_ref::<Cpu>() {
-            return cpu
-                .with_f32_mut(|slots| slots[start..start + values.len()].copy_from_slice(values));
+        if let Some(written) = self
+            .carrier
+            .body()
+            .write_span(start, SpanSlice::F32(values))
+        {
+            return written;
         }
         for (i, x) in values.iter().enumerate() {
             self.carrier
@@ -162,9 +165,12 @@ impl<'a> MoveTarget<'a> {
         self.check_span(start, values.len(), DType::INT32)?;
         self.journal
             .record(self.carrier, start..start + values.len());
-        if let Some(cpu) = self.carrier.downcast_ref::<Cpu>() {
-            return cpu
-                .with_i32_mut(|slots| slots[start..start + values.len()].copy_from_slice(values));
+        if let Some(written) = self
+            .carrier
+            .body()
+            .write_span(start, SpanSlice::I32(values))
+        {
+            return written;
         }
         for (i, x) in values.iter().enumerate() {
             self.carrier

@@ -26,10 +26,6 @@ mod aligned_buffer;
 mod inline_slots;
 mod lending;
 
-use crate::carriers::block_device::routes::CpuToBlockDevice;
-use crate::carriers::bulk_routes::CpuToFileBacked;
-use crate::carriers::{BlockDeviceCarrier, FileBacked};
-use crate::internal;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -37,6 +33,13 @@ use std::sync::OnceLock;
 use parking_lot::RwLock;
 
 use aligned_buffer::AlignedBuffer;
+
+/// The Index error of a bulk span that does not lie in a CPU carrier's slots (the framework
+/// checks spans first, so this answers a carrier resized underneath).
+fn outside(span: &Range<usize>) -> Error {
+    Error::Index(format!("slots {span:?} are outside the CPU carrier"))
+}
+
 #[cfg(test)]
 use aligned_buffer::{CACHE_LINE, HUGE_PAGE};
 use inline_slots::{InlineSlots, INLINE_BYTES};
@@ -50,9 +53,15 @@ pub(crate) const INLINE_BOOL: usize = INLINE_BYTES;
 /// The number of 4-byte words the inline slots take (see [`Cpu::copy_inline`]).
 pub(crate) const INLINE_WORDS: usize = inline_slots::WORDS;
 
-use crate::carrier::{Carrier, CarrierClass, ClassOrigin, DefinitionFreeCarrier};
+use crate::carrier::{
+    Carrier, CarrierClass, ClassOrigin, DefinitionFreeCarrier, SpanSlice, SpanValues,
+};
+use crate::carriers::block_device::routes::CpuToBlockDevice;
+use crate::carriers::bulk_routes::CpuToFileBacked;
+use crate::carriers::{BlockDeviceCarrier, FileBacked};
 use crate::dtype::{accepts_storage_dtype, validate_storage_dtype, DType, Value};
 use crate::error::{quoted, Error, Result};
+use crate::internal;
 use crate::operation::{Authority, Builtin, BuiltinKernel, Operation};
 
 const NAME: &str = "CPU";
@@ -648,6 +657,34 @@ impl DefinitionFreeCarrier for Cpu {
     /// read lock, then written under this carrier's write lock (never both at once, so two
     /// scatters in opposite directions cannot deadlock, and a carrier may scatter into
     /// itself).
+    fn read_span(&self, start: usize, len: usize, dtype: DType) -> Option<Result<SpanValues>> {
+        let span = start..start.checked_add(len)?;
+        let read = if dtype == DType::FLOAT32 {
+            self.with_f32(|slots| slots.get(span.clone()).map(|s| SpanValues::F32(s.to_vec())))
+        } else if dtype == DType::INT32 {
+            self.with_i32(|slots| slots.get(span.clone()).map(|s| SpanValues::I32(s.to_vec())))
+        } else {
+            return None;
+        };
+        Some(read.and_then(|values| values.ok_or_else(|| outside(&span))))
+    }
+
+    fn write_span(&self, start: usize, values: SpanSlice<'_>) -> Option<Result<()>> {
+        fn store<T: Copy>(slots: &mut [T], start: usize, values: &[T]) -> Result<()> {
+            let span = start..start.saturating_add(values.len());
+            slots
+                .get_mut(span.clone())
+                .ok_or_else(|| outside(&span))?
+                .copy_from_slice(values);
+            Ok(())
+        }
+        let written = match values {
+            SpanSlice::F32(values) => self.with_f32_mut(|slots| store(slots, start, values)),
+            SpanSlice::I32(values) => self.with_i32_mut(|slots| store(slots, start, values)),
+        };
+        Some(written.and_then(|stored| stored))
+    }
+
     fn copy_slots_from(
         &self,
         source: &Carrier,
