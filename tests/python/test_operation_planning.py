@@ -240,3 +240,28 @@ def test_carrier_instance_queries_answer_as_the_carrier_does() -> None:
         carrier_operation_capabilities(sw.CPU)
     with pytest.raises(TypeError, match="^carrier must be a Carrier instance, got object$"):
         carrier_supports_operation_plan(object(), relu_int)
+
+
+def test_plan_and_capability_records_are_dataclasses_of_their_fields() -> None:
+    plan = resolve_operation_plan("reduce_sum", I32)
+    assert dataclasses.is_dataclass(plan) and dataclasses.is_dataclass(plan.operands[0])
+    assert [f.name for f in dataclasses.fields(plan)] == [
+        "operation", "operands", "compute", "accumulation", "accumulator_dtype", "output",
+    ]
+    stripped = dataclasses.replace(plan, accumulation=None)
+    assert stripped.accumulation is None and stripped.compute is plan.compute
+    assert stripped != plan and plan.accumulation is Accumulation.EXACT_INTEGER
+    assert dataclasses.asdict(plan)["operands"] == ({"role": TENSOR, "dtype": I32, "convert_to": I32},)
+    entry = OperationCapability.from_plan(plan)
+    widened = dataclasses.replace(entry, output=F32)
+    assert isinstance(widened, OperationCapability) and widened.output is F32 and entry.output is I32
+    assert dataclasses.replace(entry.operands[0], convert_to=F32).convert_to is F32
+    with pytest.raises(TypeError, match="^OperationPlan compute must be an Arithmetic, got str$"):
+        dataclasses.replace(plan, compute="binary32")
+
+
+def test_enum_members_and_dtypes_copy_to_themselves() -> None:
+    import copy
+
+    for member in (TENSOR, Arithmetic.BINARY32, Accumulation.MAXIMUM, F32):
+        assert copy.copy(member) is member and copy.deepcopy(member) is member

@@ -119,6 +119,16 @@ impl PyArithmetic {
     fn value(&self) -> &'static str {
         self.core().name()
     }
+
+    /// The member itself: an enum member is immutable, so a copy is the member.
+    fn __copy__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The member itself, as for `copy.copy` (what `dataclasses.asdict` reaches).
+    fn __deepcopy__<'py>(slf: PyRef<'py, Self>, _memo: &Bound<'py, PyAny>) -> PyRef<'py, Self> {
+        slf
+    }
 }
 
 /// The seed's `Accumulation`: how a reduction plan accumulates.
@@ -185,6 +195,16 @@ impl PyAccumulation {
     #[getter]
     fn value(&self) -> &'static str {
         self.core().name()
+    }
+
+    /// The member itself: an enum member is immutable, so a copy is the member.
+    fn __copy__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The member itself, as for `copy.copy` (what `dataclasses.asdict` reaches).
+    fn __deepcopy__<'py>(slf: PyRef<'py, Self>, _memo: &Bound<'py, PyAny>) -> PyRef<'py, Self> {
+        slf
     }
 }
 

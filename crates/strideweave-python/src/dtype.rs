@@ -37,6 +37,16 @@ pub fn wrap(py: Python<'_>, dtype: DType) -> PyResult<Py<PyDType>> {
 #[allow(non_snake_case)]
 #[pymethods]
 impl PyDType {
+    /// The dtype itself: dtypes are interned and immutable, so a copy is the same object.
+    fn __copy__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The dtype itself, as for `copy.copy` (what `dataclasses.asdict` reaches).
+    fn __deepcopy__<'py>(slf: PyRef<'py, Self>, _memo: &Bound<'py, PyAny>) -> PyRef<'py, Self> {
+        slf
+    }
+
     #[classattr]
     fn Any(py: Python<'_>) -> PyResult<Py<PyDType>> {
         wrap(py, DType::ANY)

@@ -53,6 +53,16 @@ impl PyOperandRole {
             PyOperandRole::WeakScalar => "weak_scalar",
         }
     }
+
+    /// The member itself: an enum member is immutable, so a copy is the member.
+    fn __copy__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The member itself, as for `copy.copy` (what `dataclasses.asdict` reaches).
+    fn __deepcopy__<'py>(slf: PyRef<'py, Self>, _memo: &Bound<'py, PyAny>) -> PyRef<'py, Self> {
+        slf
+    }
 }
 
 /// A simple dtype for the `field` of `record`; anything else is a TypeError naming both.

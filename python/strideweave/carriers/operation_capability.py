@@ -25,6 +25,7 @@ from .._native import register_operation_capabilities as register_operation_capa
 from .._native import require_capability as require_capability
 from .._native import supports_operation_plan as supports_operation_plan
 from .._native import unsupported_plan_reason as unsupported_plan_reason
+from .operation_policy import _as_dataclass_record
 
 __all__ = [
     "DependentCarrier",
@@ -44,6 +45,12 @@ __all__ = [
 ]
 
 _Plan = Union[OperationPlan, OperationCapability]
+
+_as_dataclass_record(OperandCapability, ("role", "dtype", "convert_to"))
+_as_dataclass_record(
+    OperationCapability,
+    ("operation", "operands", "compute", "accumulation", "accumulator_dtype", "output"),
+)
 
 
 def _require_carrier(carrier: object) -> Carrier:

@@ -9,9 +9,9 @@ asking the planner itself. The constants state what the planner does (the tests 
 against it).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
 from functools import lru_cache, partial
-from typing import Any, Callable, FrozenSet, Optional, Tuple
+from typing import Any, Callable, FrozenSet, Optional, Sequence, Tuple
 
 from .._native import Accumulation as Accumulation
 from .._native import Arithmetic as Arithmetic
@@ -38,6 +38,22 @@ __all__ = [
     "registered_operations",
     "resolve_operation_plan",
 ]
+
+
+def _as_dataclass_record(record: type, fields: Sequence[str]) -> None:
+    """Gives the native immutable ``record`` the dataclass field table of ``fields`` (its
+    keyword constructor's parameters), so that ``dataclasses.fields``, ``asdict`` and
+    ``replace`` treat it as the original's frozen dataclass of the same fields: ``replace``
+    builds a new record through the constructor, which checks every field again."""
+    shape = make_dataclass(record.__name__, [(name, Any) for name in fields], frozen=True)
+    setattr(record, "__dataclass_fields__", getattr(shape, "__dataclass_fields__"))
+
+
+_as_dataclass_record(OperandPlan, ("role", "dtype", "convert_to"))
+_as_dataclass_record(
+    OperationPlan,
+    ("operation", "operands", "compute", "accumulation", "accumulator_dtype", "output"),
+)
 
 #: The Int32 range; a checked Int32 result outside it is an ``OverflowError``.
 INT32_MIN: int = -(2**31)
