@@ -3,7 +3,8 @@
 
 use strideweave::carriers::Generic;
 use strideweave::operation::{
-    call, resolve_operation_plan, Builtin, Operand, OperationPlan, OptionValue, PlanOperand,
+    call, resolve_operation_plan, Builtin, Domain, Operand, OperationPlan, OptionValue,
+    PlanOperand, ShapeRule,
 };
 use strideweave::{DType, Layout, Result, Shape, Stride, Tensor, Value};
 
@@ -120,14 +121,14 @@ impl Template {
     pub(crate) fn geometries(&self) -> Vec<Vec<Placement>> {
         let n = self.args.len();
         let same = |p: Placement| vec![p; n];
-        match self.builtin {
-            Builtin::ReduceSum | Builtin::ReduceMax => vec![
+        match self.builtin.shape_rule() {
+            ShapeRule::ReduceMode1 => vec![
                 same(Placement::dense(&[1, 1])),
                 same(Placement::dense(&[4, 3])),
                 same(Placement::strided(&[1, 5], &[1, 0], 2, 1)),
                 same(Placement::strided(&[5, 2], &[1, 0], 1, 3)),
             ],
-            Builtin::Matmul => [(1, 1, 1), (3, 2, 4), (2, 5, 3)]
+            ShapeRule::Contract => [(1, 1, 1), (3, 2, 4), (2, 5, 3)]
                 .into_iter()
                 .enumerate()
                 .map(|(i, (rows, cols, k))| {
@@ -288,10 +289,11 @@ pub(crate) fn slot_values(
     Ok(rng.values(dtype, slots).into_iter().map(domain).collect())
 }
 
+/// `value` moved inside the domain of `builtin` (its entry's) at operand `position`.
 fn domain(builtin: Builtin, position: usize, value: Value) -> Value {
-    match (builtin, value) {
-        (Builtin::Log | Builtin::Sqrt, Value::Float(x)) => Value::Float(x.abs() + 0.125),
-        (Builtin::Div, Value::Float(x)) if position == 1 && x == 0.0 => Value::Float(1.0),
+    match (builtin.domain(), value) {
+        (Domain::Positive, Value::Float(x)) => Value::Float(x.abs() + 0.125),
+        (Domain::NonZeroDivisor, Value::Float(x)) if position == 1 && x == 0.0 => Value::Float(1.0),
         _ => value,
     }
 }

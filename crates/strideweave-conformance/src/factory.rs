@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use strideweave::operation::{Accuracy, Builtin};
 use strideweave::{Carrier, CarrierClass, DType, Layout, Result, Tensor, Value};
 
 use crate::custom::OperationCase;
@@ -125,15 +126,15 @@ pub trait CarrierFactory {
 }
 
 /// The tolerance the suite compares a value of `operation` with against the Generic
-/// reference: exact for the correctly rounded operations (arithmetic, comparisons, `select`,
-/// extrema), `(1e-6, 1e-5)` for the transcendental ones and `div`, and `(1e-5, 1e-5)` scaled by
-/// the size of the contraction for `reduce_sum` and `matmul`, whose summation order is the
-/// carrier's business.
+/// reference, by the accuracy of its entry in the table of built-ins: exact for the
+/// correctly rounded operations (arithmetic, comparisons, `select`, extrema), `(1e-6, 1e-5)`
+/// for the transcendental ones and `div` (and for custom operations), and `(1e-5, 1e-5)`
+/// scaled by the size of the contraction for `reduce_sum` and `matmul`, whose summation
+/// order is the carrier's business.
 pub fn default_tolerance(operation: &str) -> (f64, f64) {
-    match operation {
-        "add" | "sub" | "mul" | "elementwise_mul" | "neg" | "abs" | "relu" | "maximum"
-        | "minimum" | "eq" | "lt" | "le" | "select" | "reduce_max" => (0.0, 0.0),
-        "reduce_sum" | "matmul" => (1e-5, 1e-5),
+    match Builtin::from_name(operation).map(Builtin::accuracy) {
+        Some(Accuracy::Exact) => (0.0, 0.0),
+        Some(Accuracy::OrderDependent) => (1e-5, 1e-5),
         _ => (1e-6, 1e-5),
     }
 }

@@ -4,7 +4,7 @@
 //! selected").
 
 use strideweave::carrier::constructed_on_this_thread;
-use strideweave::operation::{call, Builtin, Operand};
+use strideweave::operation::{call, Accuracy, Builtin, Operand, ShapeRule};
 use strideweave::{Carrier, DType, Error, Tensor, Value};
 
 use crate::cases::{dense, Arg, Placement, Template};
@@ -100,14 +100,16 @@ pub(crate) fn compare(
         )
     })?;
     let (atol, rtol) = cx.factory.tolerance(template.builtin.name());
-    let contraction = match template.builtin {
-        Builtin::ReduceSum => geometry[0].extents.get(1).copied().unwrap_or(1),
-        Builtin::Matmul => geometry[0].extents.get(1).copied().unwrap_or(1),
-        _ => 1,
+    // Sums whose order is the carrier's: the tolerance grows with the terms and their size.
+    let summed = template.builtin.accuracy() == Accuracy::OrderDependent;
+    let contraction = if summed {
+        geometry[0].extents.get(1).copied().unwrap_or(1)
+    } else {
+        1
     } as f64;
-    let scale = match template.builtin {
-        Builtin::ReduceSum => contraction * magnitude(slots),
-        Builtin::Matmul => contraction * magnitude(slots).powi(2),
+    let scale = match template.builtin.shape_rule() {
+        ShapeRule::ReduceMode1 if summed => contraction * magnitude(slots),
+        ShapeRule::Contract if summed => contraction * magnitude(slots).powi(2),
         _ => 1.0,
     };
     for (k, (got, want)) in results.iter().zip(reference).enumerate() {
@@ -203,29 +205,18 @@ pub(crate) fn advertised(cx: &mut Context<'_>) -> Check {
     Ok(())
 }
 
-/// The templates the suite probes for refusals: for each built-in, tensors of every
-/// storable dtype (a Bool condition for `select`), a tensor with a weak scalar for the
-/// binary operations, and the Float64 accumulator where one is taken.
+/// The templates the suite probes for refusals, from the table of built-ins: for each
+/// built-in, tensors of every storable dtype (a Bool condition for one that selects), a
+/// tensor with a weak scalar for the binary elementwise operations, and the Float64
+/// accumulator where one is taken.
 fn probes(storable: &[DType]) -> Vec<Template> {
     let mut probes = Vec::new();
     for builtin in Builtin::ALL {
-        let arity = match builtin {
-            Builtin::Neg
-            | Builtin::Abs
-            | Builtin::Exp
-            | Builtin::Log
-            | Builtin::Sqrt
-            | Builtin::Tanh
-            | Builtin::Sigmoid
-            | Builtin::Relu
-            | Builtin::ReduceSum
-            | Builtin::ReduceMax => 1,
-            Builtin::Select => 3,
-            _ => 2,
-        };
+        let arity = builtin.operand_count();
+        let elementwise = builtin.shape_rule() == ShapeRule::Broadcast;
         for &dtype in storable {
             let mut argsets = Vec::new();
-            if builtin == Builtin::Select {
+            if builtin.selects() {
                 if storable.contains(&DType::BOOL) {
                     argsets.push(vec![
                         Arg::Tensor(DType::BOOL),
@@ -235,14 +226,13 @@ fn probes(storable: &[DType]) -> Vec<Template> {
                 }
             } else {
                 argsets.push(vec![Arg::Tensor(dtype); arity]);
-                if arity == 2 && builtin != Builtin::Matmul {
+                if arity == 2 && elementwise {
                     argsets.push(vec![Arg::Tensor(dtype), Arg::Scalar(Value::Float(0.5))]);
                     argsets.push(vec![Arg::Tensor(dtype), Arg::Scalar(Value::Int(2))]);
                 }
             }
             for args in argsets {
-                let wide = matches!(builtin, Builtin::ReduceSum | Builtin::Matmul)
-                    && dtype == DType::FLOAT32;
+                let wide = builtin.takes_accumulator() && dtype == DType::FLOAT32;
                 let accumulators = if wide {
                     vec![None, Some(DType::FLOAT64)]
                 } else {

@@ -22,7 +22,7 @@ use strideweave_core::extension::{
 };
 use strideweave_core::internal;
 use strideweave_core::operation::{
-    call, Builtin, Operand, OperationCapability, OptionValue, ResolvedInvocation,
+    call, Builtin, Operand, OperationCapability, OptionValue, ResolvedInvocation, ShapeRule,
 };
 use strideweave_core::parallelism::{with_parallelism, Parallelism};
 use strideweave_core::tensor::Tensor;
@@ -507,15 +507,17 @@ pub(crate) fn tile_operands(invocation: &ResolvedInvocation, tiles: &[Tensor]) -
         .collect()
 }
 
-/// Which kind of tiled work `builtin` is; `None` for the built-ins a TiledEvictable does not
-/// execute on raw tiled operands.
+/// Which kind of tiled work `builtin` is, from its entry in the table of built-ins: the
+/// central operations, by their shape rule; `None` for the built-ins a TiledEvictable does
+/// not execute on raw tiled operands.
 pub(crate) fn work_kind(builtin: Builtin) -> Option<WorkKind> {
-    match builtin {
-        Builtin::Add | Builtin::ElementwiseMul | Builtin::Mul | Builtin::Relu => {
-            Some(WorkKind::Elementwise)
-        }
-        Builtin::ReduceSum => Some(WorkKind::Reduce),
-        Builtin::Matmul => Some(WorkKind::Matmul),
+    if !builtin.is_central() {
+        return None;
+    }
+    match builtin.shape_rule() {
+        ShapeRule::Broadcast => Some(WorkKind::Elementwise),
+        ShapeRule::ReduceMode1 => Some(WorkKind::Reduce),
+        ShapeRule::Contract => Some(WorkKind::Matmul),
         _ => None,
     }
 }

@@ -19,7 +19,7 @@ mod schema;
 mod vjp;
 
 pub(crate) use authority::Authority;
-pub use builtin::{Builtin, Domain, ShapeRule, BUILTIN_OPERATIONS};
+pub use builtin::{Accuracy, Builtin, Domain, ShapeRule, BUILTIN_OPERATIONS};
 pub use call_one::call_one;
 pub use capability::{OperandCapability, OperationCapability};
 pub use capability_registry::{

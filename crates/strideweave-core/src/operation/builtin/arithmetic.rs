@@ -1,7 +1,7 @@
 //! `add`, `sub`, `mul`, `elementwise_mul` and `div`: specs and gradient rules.
 
 use crate::operation::builtin::kernel::{KernelKind, MapFn};
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
+use crate::operation::builtin::spec::{Accuracy, Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::builtin::vjp::{BuiltinVjp, Grads};
 use crate::operation::planning::Family;
 use crate::ops;
@@ -14,6 +14,7 @@ pub(super) const ADD: BuiltinSpec = BuiltinSpec {
     family: Family::Additive,
     kernel: KernelKind::Map(MapFn::Sum),
     domain: Domain::Everywhere,
+    accuracy: Accuracy::Exact,
     central: true,
     saved: &[],
     vjp: Some(add_vjp),
@@ -32,6 +33,7 @@ pub(super) const SUB: BuiltinSpec = BuiltinSpec {
     family: Family::Additive,
     kernel: KernelKind::Map(MapFn::Difference),
     domain: Domain::Everywhere,
+    accuracy: Accuracy::Exact,
     central: false,
     saved: &[],
     vjp: Some(sub_vjp),
@@ -50,6 +52,7 @@ pub(super) const MUL: BuiltinSpec = BuiltinSpec {
     family: Family::Mul,
     kernel: KernelKind::Map(MapFn::Product),
     domain: Domain::Everywhere,
+    accuracy: Accuracy::Exact,
     central: true,
     saved: &[],
     vjp: Some(mul_vjp),
@@ -72,6 +75,7 @@ pub(super) const ELEMENTWISE_MUL: BuiltinSpec = BuiltinSpec {
     family: Family::Additive,
     kernel: KernelKind::Map(MapFn::Product),
     domain: Domain::Everywhere,
+    accuracy: Accuracy::Exact,
     central: true,
     saved: &[0, 1],
     vjp: Some(mul_vjp),
@@ -86,6 +90,7 @@ pub(super) const DIV: BuiltinSpec = BuiltinSpec {
     family: Family::Div,
     kernel: KernelKind::Map(MapFn::Quotient),
     domain: Domain::NonZeroDivisor,
+    accuracy: Accuracy::Approximate,
     central: false,
     saved: &[0],
     vjp: Some(div_vjp),

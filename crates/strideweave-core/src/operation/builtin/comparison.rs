@@ -1,7 +1,7 @@
 //! `eq`, `lt` and `le`: Bool results, no gradients.
 
 use crate::operation::builtin::kernel::{KernelKind, TestFn};
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
+use crate::operation::builtin::spec::{Accuracy, Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::planning::Family;
 
 /// `eq`: also compares Bool tensors.
@@ -12,6 +12,7 @@ pub(super) const EQ: BuiltinSpec = BuiltinSpec {
     family: Family::Compare { accepts_bool: true },
     kernel: KernelKind::Test(TestFn::Equal),
     domain: Domain::Everywhere,
+    accuracy: Accuracy::Exact,
     central: false,
     saved: &[],
     vjp: None,

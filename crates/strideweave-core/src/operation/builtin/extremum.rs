@@ -1,7 +1,7 @@
 //! `maximum` and `minimum`: specs and gradient rules. Ties go to the left operand.
 
 use crate::operation::builtin::kernel::{KernelKind, MapFn};
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
+use crate::operation::builtin::spec::{Accuracy, Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::builtin::vjp::{BuiltinVjp, Grads};
 use crate::operation::planning::Family;
 use crate::operation::Operand;
@@ -15,6 +15,7 @@ pub(super) const MAXIMUM: BuiltinSpec = BuiltinSpec {
     family: Family::Extremum,
     kernel: KernelKind::Map(MapFn::Maximum),
     domain: Domain::Everywhere,
+    accuracy: Accuracy::Exact,
     central: false,
     saved: &[0],
     vjp: Some(maximum_vjp),

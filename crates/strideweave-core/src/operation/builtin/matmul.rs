@@ -1,7 +1,7 @@
 //! `matmul`, (N,K)·(M,K) → (N,M): spec and gradient rule.
 
 use crate::operation::builtin::kernel::KernelKind;
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
+use crate::operation::builtin::spec::{Accuracy, Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::builtin::vjp::{BuiltinVjp, Grads};
 use crate::operation::planning::Family;
 use crate::ops;
@@ -16,6 +16,7 @@ pub(super) const MATMUL: BuiltinSpec = BuiltinSpec {
     family: Family::Matmul,
     kernel: KernelKind::Contract,
     domain: Domain::Everywhere,
+    accuracy: Accuracy::OrderDependent,
     central: true,
     saved: &[0, 1],
     vjp: Some(matmul_vjp),

@@ -19,7 +19,7 @@ mod vjp;
 
 pub use identity::{Builtin, BUILTIN_OPERATIONS};
 pub(crate) use spec::VjpRule;
-pub use spec::{Domain, ShapeRule};
+pub use spec::{Accuracy, Domain, ShapeRule};
 pub(crate) use vjp::BuiltinVjp;
 
 use std::borrow::Cow;

@@ -1,7 +1,7 @@
 //! `reduce_sum` and `reduce_max` over mode 1: specs and gradient rules.
 
 use crate::operation::builtin::kernel::{Fold, KernelKind};
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
+use crate::operation::builtin::spec::{Accuracy, Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::builtin::vjp::{spread_over_mode1, BuiltinVjp, Grads};
 use crate::operation::planning::Family;
 use crate::ops;
@@ -14,6 +14,7 @@ pub(super) const REDUCE_SUM: BuiltinSpec = BuiltinSpec {
     family: Family::ReduceSum,
     kernel: KernelKind::Fold(Fold::Sum),
     domain: Domain::Everywhere,
+    accuracy: Accuracy::OrderDependent,
     central: true,
     saved: &[],
     vjp: Some(reduce_sum_vjp),
@@ -32,6 +33,7 @@ pub(super) const REDUCE_MAX: BuiltinSpec = BuiltinSpec {
     family: Family::ReduceMax,
     kernel: KernelKind::Fold(Fold::Max),
     domain: Domain::Everywhere,
+    accuracy: Accuracy::Exact,
     central: false,
     saved: &[0],
     vjp: Some(reduce_max_vjp),

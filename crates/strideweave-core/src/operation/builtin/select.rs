@@ -2,7 +2,7 @@
 
 use crate::error::Error;
 use crate::operation::builtin::kernel::KernelKind;
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
+use crate::operation::builtin::spec::{Accuracy, Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::builtin::vjp::{sum_to, BuiltinVjp, Grads};
 use crate::operation::planning::Family;
 use crate::ops;
@@ -16,6 +16,7 @@ pub(super) const SELECT: BuiltinSpec = BuiltinSpec {
     family: Family::Select,
     kernel: KernelKind::Select,
     domain: Domain::Everywhere,
+    accuracy: Accuracy::Exact,
     central: false,
     saved: &[0],
     vjp: Some(select_vjp),

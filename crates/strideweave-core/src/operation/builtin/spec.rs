@@ -71,6 +71,28 @@ pub enum Domain {
     NonZeroDivisor,
 }
 
+/// How closely another carrier's result of a built-in must match the Generic reference
+/// (the conformance suite's default tolerances).
+///
+/// ```
+/// use strideweave::operation::{Accuracy, Builtin};
+/// assert_eq!(Builtin::Add.accuracy(), Accuracy::Exact);
+/// assert_eq!(Builtin::Exp.accuracy(), Accuracy::Approximate);
+/// assert_eq!(Builtin::Matmul.accuracy(), Accuracy::OrderDependent);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Accuracy {
+    /// Correctly rounded (or exact): equal bit for bit.
+    Exact,
+    /// Transcendental functions and `div`, which a carrier may compute in fewer steps:
+    /// within a few units in the last place.
+    Approximate,
+    /// Sums whose order is the carrier's business: within a tolerance scaled by the number
+    /// of terms.
+    OrderDependent,
+}
+
 /// Everything that defines one built-in apart from its kernels: its entry in the table.
 #[derive(Clone, Copy)]
 pub(crate) struct BuiltinSpec {
@@ -86,6 +108,8 @@ pub(crate) struct BuiltinSpec {
     pub(crate) kernel: KernelKind,
     /// Where its values are defined.
     pub(crate) domain: Domain,
+    /// How closely other carriers must match its reference.
+    pub(crate) accuracy: Accuracy,
     /// Whether it is one of the central operations (docs/operations.md): those the raw
     /// tiled operands of a TiledEvictable compute.
     pub(crate) central: bool,
@@ -160,6 +184,11 @@ impl Builtin {
     /// Where its values are defined.
     pub const fn domain(self) -> Domain {
         self.spec().domain
+    }
+
+    /// How closely another carrier's result must match the Generic reference.
+    pub const fn accuracy(self) -> Accuracy {
+        self.spec().accuracy
     }
 
     /// Whether it has a gradient rule.

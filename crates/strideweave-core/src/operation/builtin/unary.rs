@@ -2,13 +2,13 @@
 //! rules.
 
 use crate::operation::builtin::kernel::{KernelKind, MapFn};
-use crate::operation::builtin::spec::{Arity, BuiltinSpec, Domain, ShapeRule};
+use crate::operation::builtin::spec::{Accuracy, Arity, BuiltinSpec, Domain, ShapeRule};
 use crate::operation::builtin::vjp::{BuiltinVjp, Grads};
 use crate::operation::planning::Family;
 use crate::ops;
 
 /// The entry of the unary elementwise built-in `name` of `family`, computing `function`,
-/// with gradient rule `vjp`.
+/// with gradient rule `vjp` (approximate: the exact ones say so).
 const fn unary(
     name: &'static str,
     family: Family,
@@ -23,6 +23,7 @@ const fn unary(
         family,
         kernel: KernelKind::Map(function),
         domain: Domain::Everywhere,
+        accuracy: Accuracy::Approximate,
         central: false,
         saved,
         vjp: Some(vjp),
@@ -31,15 +32,20 @@ const fn unary(
 }
 
 /// `neg`: the negated cotangent.
-pub(super) const NEG: BuiltinSpec = unary("neg", Family::SignChange, MapFn::Negation, &[], neg_vjp);
+pub(super) const NEG: BuiltinSpec = BuiltinSpec {
+    accuracy: Accuracy::Exact,
+    ..unary("neg", Family::SignChange, MapFn::Negation, &[], neg_vjp)
+};
 
 fn neg_vjp(step: &BuiltinVjp<'_>) -> Grads {
     step.one(ops::neg(step.g())?)
 }
 
 /// `abs`: the cotangent signed like `x`, and 0 where `x` is 0.
-pub(super) const ABS: BuiltinSpec =
-    unary("abs", Family::SignChange, MapFn::Magnitude, &[0], abs_vjp);
+pub(super) const ABS: BuiltinSpec = BuiltinSpec {
+    accuracy: Accuracy::Exact,
+    ..unary("abs", Family::SignChange, MapFn::Magnitude, &[0], abs_vjp)
+};
 
 fn abs_vjp(step: &BuiltinVjp<'_>) -> Grads {
     let (g, x) = (step.g(), step.x()?);
@@ -131,6 +137,7 @@ fn sigmoid_vjp(step: &BuiltinVjp<'_>) -> Grads {
 /// `relu`: the cotangent where `x > 0`, else 0.
 pub(super) const RELU: BuiltinSpec = BuiltinSpec {
     central: true,
+    accuracy: Accuracy::Exact,
     ..unary("relu", Family::Relu, MapFn::Rectifier, &[0], relu_vjp)
 };
 
