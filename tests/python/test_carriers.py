@@ -107,7 +107,7 @@ def test_tiled_evictable_runs_operations_tile_by_tile() -> None:
     state = carrier.tile_state([0, 1])
     assert (state.location, state.valid, state.dirty) == ("secondary", True, False)
     assert repr(state) == "TileState(location='secondary', valid=True, dirty=False)"
-    with pytest.raises(TypeError, match="residency_policy must be a ResidencyPolicy, got object"):
+    with pytest.raises(TypeError, match=r"residency_policy must be a ResidencyPolicy or have a callable plan\(required, purpose\), got object"):
         sw.TiledEvictable(sw.CPU(0), sw.CPU(8), [1, 2], [4, 1], residency_policy=object())
     with pytest.raises(TypeError, match="tile_shape must be a tuple or list of ints, got str"):
         sw.TiledEvictable(sw.CPU(0), sw.CPU(8), [1, 2], "x")

@@ -99,8 +99,11 @@ class BadCapacity(sw.ResidencyPolicy):
 
 
 def test_policy_arguments_are_checked() -> None:
-    with pytest.raises(TypeError, match="residency_policy must be a ResidencyPolicy, got object"):
+    with pytest.raises(TypeError, match=r"^TiledEvictable residency_policy must be a ResidencyPolicy or have a callable plan\(required, purpose\), got object$"):
         sw.TiledEvictable(sw.CPU(0), sw.CPU(8), [1, 2], [4, 1], residency_policy=object())
+    not_callable = type("NotCallable", (), {"plan": 3})()
+    with pytest.raises(TypeError, match="must be a ResidencyPolicy or have a callable plan"):
+        sw.TiledEvictable(sw.CPU(0), sw.CPU(8), [1, 2], [4, 1], residency_policy=not_callable)
     with pytest.raises(TypeError, match="primary_capacity must return an int or None, got str"):
         tiled(BadCapacity())
 
@@ -117,3 +120,41 @@ def test_residency_plans_are_immutable_disjoint_records() -> None:
         sw.ResidencyPlan(promote=[(0, 0)], evict=[(0, 0)])
     with pytest.raises(TypeError, match="ResidencyPlan retain must be an iterable of tile coordinates, got int"):
         sw.ResidencyPlan(retain=5)
+
+
+class PlanOnly:
+    """A structural policy, as the original accepts: no ResidencyPolicy base, only `plan`."""
+
+    def __init__(self, answer: object = None) -> None:
+        self.calls: List[Tuple[Tiles, str]] = []
+        self.answer = answer
+
+    def plan(self, required: Tiles, purpose: str) -> object:
+        self.calls.append((required, purpose))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return sw.ResidencyPlan(promote=required) if self.answer is None else self.answer
+
+
+def test_any_object_with_a_callable_plan_is_a_policy() -> None:
+    policy = PlanOnly()
+    carrier = sw.TiledEvictable(sw.CPU(0), sw.CPU.from_values([float(i) for i in range(8)]), [1, 2], [4, 1], residency_policy=policy)  # type: ignore[arg-type]
+    assert carrier.residency_policy is policy
+    x = sw.Tensor.compact(carrier, (4, 2))
+    assert sw.reduce_sum(x).to_list() == [4.0, 6.0, 8.0, 10.0]
+    assert policy.calls == [(((0, 0), (0, 1)), "operation")]
+    assert carrier.tile_state([0, 1]).location == "primary"
+
+
+def test_a_structural_policys_failures_publish_nothing() -> None:
+    failure = LookupError("policy failed")
+    for answer, error, message in [(failure, LookupError, "^policy failed$"), (object(), TypeError, "^ResidencyPolicy plan must return a ResidencyPlan, got object$")]:
+        policy = PlanOnly(answer)
+        carrier = sw.TiledEvictable(sw.CPU(0), sw.CPU.from_values([float(i) for i in range(8)]), [1, 2], [4, 1], residency_policy=policy)  # type: ignore[arg-type]
+        x = sw.Tensor.compact(carrier, (4, 2))
+        with pytest.raises(error, match=message) as raised:
+            sw.reduce_sum(x)
+        if isinstance(answer, Exception):
+            assert raised.value is answer
+        assert carrier.tile_state([0, 1]).location == "secondary" and carrier.version == 0
+

@@ -204,6 +204,9 @@ impl PyResidencyPolicy {
 struct PythonPolicy {
     link: Arc<InstanceLink>,
     capacity: Option<usize>,
+    /// Whether the object has an `on_progress` method (a structural policy may have only
+    /// `plan`).
+    reports_progress: bool,
 }
 
 impl fmt::Debug for PythonPolicy {
@@ -247,6 +250,9 @@ impl ResidencyPolicy for PythonPolicy {
 
     fn try_on_progress(&self, progress: &TileProgress) -> strideweave::Result<()> {
         const CALLBACK: &str = "ResidencyPolicy on_progress";
+        if !self.reports_progress {
+            return Ok(());
+        }
         crate::finalization::attach(|py| {
             let record = Py::new(py, crate::residency_progress::PyTileProgress::new(progress))
                 .map_err(|e| park(py, CALLBACK, e))?;
@@ -267,18 +273,33 @@ impl ResidencyPolicy for PythonPolicy {
     }
 }
 
-/// The core policy of a `residency_policy` argument, a `ResidencyPolicy` instance, and the
-/// link through which it holds the instance.
+/// The core policy of a `residency_policy` argument, and the link through which it holds the
+/// object. As in the original, the policy is structural: a `ResidencyPolicy` instance, or any
+/// object with a callable `plan(required, purpose)`; `primary_capacity()` and
+/// `on_progress(progress)` are used when the object has them.
 pub fn policy_arg(
     policy: &Bound<'_, PyAny>,
 ) -> PyResult<(Arc<dyn ResidencyPolicy>, Arc<InstanceLink>)> {
-    if policy.cast::<PyResidencyPolicy>().is_err() {
+    let subclass = policy.cast::<PyResidencyPolicy>().is_ok();
+    let callable = |name: &str| {
+        policy
+            .getattr(name)
+            .map(|method| method.is_callable())
+            .unwrap_or(false)
+    };
+    if !subclass && !callable("plan") {
         return Err(PyTypeError::new_err(format!(
-            "TiledEvictable residency_policy must be a ResidencyPolicy, got {}",
+            "TiledEvictable residency_policy must be a ResidencyPolicy or have a callable \
+             plan(required, purpose), got {}",
             type_name(policy)
         )));
     }
-    let capacity = policy.call_method0("primary_capacity")?;
+    let reports_progress = subclass || callable("on_progress");
+    let capacity = if subclass || callable("primary_capacity") {
+        policy.call_method0("primary_capacity")?
+    } else {
+        policy.py().None().into_bound(policy.py())
+    };
     let capacity = if capacity.is_none() {
         None
     } else if capacity.is_instance_of::<PyBool>() || !capacity.is_instance_of::<PyInt>() {
@@ -298,6 +319,7 @@ pub fn policy_arg(
     let core: Arc<dyn ResidencyPolicy> = Arc::new(PythonPolicy {
         link: Arc::clone(&link),
         capacity,
+        reports_progress,
     });
     Ok((core, link))
 }
