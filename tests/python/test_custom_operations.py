@@ -507,11 +507,11 @@ def test_result_specs_and_invocations_check_their_fields() -> None:
     assert spec.dtype is F32 and spec.shape == (2, 3) and str(spec.layout) == "(2,3):(1,2)"
     assert (spec.atol, spec.rtol, spec.alias_of) == (1e-6, 0.0, None)
     assert str(sw.ResultSpec(F32, (2, 3), sw.Layout("(2,3):(3,1)")).layout) == "(2,3):(3,1)"
-    with pytest.raises(ValueError, match="^ResultSpec layout \\(3,2\\):\\(1,3\\) does not have the shape \\(2,3\\)$"):
+    with pytest.raises(ValueError, match="^ResultSpec layout \\(3,2\\):\\(1,3\\) does not have the result Shape \\(2,3\\)$"):
         sw.ResultSpec(F32, (2, 3), sw.Layout((3, 2)))
     with pytest.raises(ValueError, match="^ResultSpec atol must be finite and >= 0, got -1$"):
         sw.ResultSpec(F32, (2,), atol=-1.0)
-    with pytest.raises(TypeError, match="^ResultSpec rtol must be an int or float, got bool$"):
+    with pytest.raises(TypeError, match="^ResultSpec rtol must be a finite int or float, got bool$"):
         sw.ResultSpec(F32, (2,), rtol=True)
     seen: List[str] = []
 

@@ -99,3 +99,15 @@ def test_carrier_scatter_writes_through_a_mapping_atomically() -> None:
     staged = sw.move(sw.Tensor.compact(sw.CPU(4, dtype=sw.DType.Int32), (4,)), on_disk)
     with pytest.raises(NotImplementedError, match="^FileBacked carriers do not support scatter$"):
         on_disk.scatter(source, staged, sw.Layout(3, 1))
+
+
+def test_a_result_spec_takes_the_packages_shape_values() -> None:
+    shape = sw.Shape(2, 3)
+    layout = sw.Layout(shape, sw.Stride(1, 2))
+    spec = sw.ResultSpec(sw.DType.Float32, shape, layout)
+    assert spec.shape == (2, 3) and spec.layout == layout
+    assert sw.ResultSpec(sw.DType.Float32, shape).layout == sw.Layout((2, 3))
+    with pytest.raises(ValueError, match=r"^ResultSpec layout 6:1 does not have the result Shape \(2,3\)$"):
+        sw.ResultSpec(sw.DType.Float32, shape, sw.Layout(sw.Shape(6), sw.Stride(1)))
+    with pytest.raises(TypeError, match="^ResultSpec atol must be a finite int or float, got bool$"):
+        sw.ResultSpec(sw.DType.Float32, shape, layout, atol=True)

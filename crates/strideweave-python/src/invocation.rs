@@ -218,14 +218,15 @@ impl PyResultSpec {
                     type_name(dtype)
                 ))
             })?;
-        let shape = crate::layout::to_shape(shape, "ResultSpec shape")?;
+        let shape =
+            crate::layout::to_shape(&crate::layout::integer_tree(shape), "ResultSpec shape")?;
         let mut spec = match layout {
             None => ResultSpec::canonical(dtype, shape),
             Some(layout) => {
                 let layout = crate::layout::expect_layout(layout, "ResultSpec layout")?;
                 if layout.shape() != &shape {
                     return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                        "ResultSpec layout {layout} does not have the shape {shape}"
+                        "ResultSpec layout {layout} does not have the result Shape {shape}"
                     )));
                 }
                 ResultSpec::new(dtype, layout)
@@ -238,11 +239,11 @@ impl PyResultSpec {
             match value {
                 None => Ok(0.0),
                 Some(v) if v.is_instance_of::<pyo3::types::PyBool>() => Err(PyTypeError::new_err(
-                    format!("ResultSpec {what} must be an int or float, got bool"),
+                    format!("ResultSpec {what} must be a finite int or float, got bool"),
                 )),
                 Some(v) => v.extract::<f64>().map_err(|_| {
                     PyTypeError::new_err(format!(
-                        "ResultSpec {what} must be an int or float, got {}",
+                        "ResultSpec {what} must be a finite int or float, got {}",
                         type_name(v)
                     ))
                 }),

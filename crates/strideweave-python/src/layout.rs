@@ -599,7 +599,7 @@ impl PyLayout {
 
 /// The integer tree of a shape or stride argument: the package's `Shape` and `Stride` values
 /// hold theirs as `top_level`; anything else is taken as it is.
-fn integer_tree<'py>(value: &Bound<'py, PyAny>) -> Bound<'py, PyAny> {
+pub(crate) fn integer_tree<'py>(value: &Bound<'py, PyAny>) -> Bound<'py, PyAny> {
     match value.getattr("top_level") {
         Ok(tree) if !value.is_instance_of::<pyo3::types::PyTuple>() => tree,
         _ => value.clone(),
