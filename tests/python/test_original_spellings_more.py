@@ -111,3 +111,19 @@ def test_a_result_spec_takes_the_packages_shape_values() -> None:
         sw.ResultSpec(sw.DType.Float32, shape, sw.Layout(sw.Shape(6), sw.Stride(1)))
     with pytest.raises(TypeError, match="^ResultSpec atol must be a finite int or float, got bool$"):
         sw.ResultSpec(sw.DType.Float32, shape, layout, atol=True)
+
+
+def test_a_move_operation_runs_directly_on_its_exact_pair() -> None:
+    from strideweave.carriers.move import ElementwiseMoveOperation
+
+    t = sw.Tensor.compact(sw.CPU.from_values([1.0, 2.0]), (2,))
+    with pytest.raises(TypeError, match="^CpuToFileBackedMoveOperation requires a FileBacked destination, got CPU$"):
+        sw.CpuToFileBackedMoveOperation().forward(t, sw.CPU(2))
+    g = sw.Tensor.compact(sw.Generic([3.0, 4.0], dtype=sw.DType.Float32), (2,))
+    with pytest.raises(TypeError, match="^CpuToFileBackedMoveOperation requires a CPU source, got a tensor on Generic$"):
+        sw.CpuToFileBackedMoveOperation().forward(g, sw.FileBacked(dtype=sw.DType.Float32))
+    assert not t.carrier.is_released() and not g.carrier.is_released()
+    moved = sw.CpuToFileBackedMoveOperation().forward(t, sw.FileBacked(dtype=sw.DType.Float32))
+    assert moved.to_list() == [1.0, 2.0] and type(moved.carrier) is sw.FileBacked and t.carrier.is_released()
+    anywhere = ElementwiseMoveOperation().forward(g, sw.CPU(2))
+    assert anywhere.to_list() == [3.0, 4.0] and g.carrier.is_released()

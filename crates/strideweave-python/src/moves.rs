@@ -46,6 +46,63 @@ impl PyMoveOperation {
     ) -> PyClassInitializer<Self> {
         PyClassInitializer::from(PyOperation::undispatched()).add_subclass(PyMoveOperation)
     }
+
+    /// Runs this move directly: `move(tensor, destination)` once the pair is checked against
+    /// the exact pair the class is registered (or shipped) for, a `TypeError` naming the class
+    /// the pair needs otherwise (nothing moved). A class registered for no pair, such as
+    /// `ElementwiseMoveOperation`, moves any pair through its route.
+    fn forward(
+        slf: &Bound<'_, Self>,
+        tensor: &Bound<'_, PyAny>,
+        destination: &Bound<'_, PyAny>,
+    ) -> PyResult<crate::tensor::PyTensor> {
+        let py = slf.py();
+        let name = slf.get_type().name()?.to_string();
+        let source = crate::tensor::expect_tensor(tensor, &format!("{name}.forward tensor"))?;
+        let target =
+            crate::carrier::expect_carrier(destination, &format!("{name}.forward destination"))?;
+        if let Some((from, to)) = registered_pair(py, &slf.get_type()) {
+            let have = source.carrier().class();
+            if have.name() != from {
+                return Err(PyTypeError::new_err(format!(
+                    "{name} requires a {from} source, got a tensor on {have}"
+                )));
+            }
+            if target.class().name() != to {
+                return Err(PyTypeError::new_err(format!(
+                    "{name} requires a {to} destination, got {}",
+                    target.class()
+                )));
+            }
+        }
+        crate::movement::move_tensor(py, tensor, destination)
+    }
+}
+
+/// The (source, destination) class names of the pair the move-operation class `class` is
+/// registered for here or stands for as a shipped bulk route, if any.
+fn registered_pair(py: Python<'_>, class: &Bound<'_, PyType>) -> Option<(String, String)> {
+    let registered = ROUTES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .find(|(_, registered)| registered.bind(py).is(class))
+        .map(|((from, to), _)| (from.name().to_owned(), to.name().to_owned()));
+    if registered.is_some() {
+        return registered;
+    }
+    let route = [
+        "bulk CPU->FileBacked",
+        "bulk FileBacked->CPU",
+        "bulk CPU->BlockDeviceCarrier",
+        "bulk BlockDeviceCarrier->CPU",
+    ]
+    .into_iter()
+    .find(|route| {
+        shipped_route_class(py, route).is_some_and(|shipped| shipped.bind(py).is(class))
+    })?;
+    let (from, to) = route.trim_start_matches("bulk ").split_once("->")?;
+    Some((from.to_owned(), to.to_owned()))
 }
 
 /// The default route: copies every slot the source layout addresses, one value at a time,
