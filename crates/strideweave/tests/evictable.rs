@@ -268,8 +268,7 @@ fn item_12_immutable_primary_release_and_drop() {
     assert_eq!(error.kind(), ErrorKind::Runtime);
     assert_eq!(
         error.to_string(),
-        "runtime error: cannot ask whether an Evictable is evicted: the Evictable carrier is \
-         released"
+        "runtime error: cannot ask whether an Evictable is evicted: Evictable is released"
     );
 
     // Drop: the tiers are given back, live and writable.

@@ -5,7 +5,7 @@
 //! pieces are set by the work's size alone) and `matmul`; matrix–vector products, whose
 //! contraction faer cuts once per thread, agree within the documented tolerance. That small
 //! work stays on the calling thread is tested on the chunk-count functions themselves (unit
-//! tests of `kernels/cpu/parallel.rs`).
+//! tests of `carriers/cpu/kernels/parallel.rs`).
 //!
 //! Only [`the_process_wide_setting_round_trips_and_is_race_free`] changes the process-wide
 //! setting (and restores it); every other test chooses its setting with the thread-local

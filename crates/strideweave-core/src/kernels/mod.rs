@@ -1,6 +1,6 @@
-//! Kernels: the Generic reference and the fast CPU implementations of the built-in operations.
+//! Kernels: the Generic reference implementations of the built-in operations (the CPU's fast
+//! kernels live beside the CPU carrier, in `carriers/cpu/kernels`).
 
-pub(crate) mod cpu;
 pub(crate) mod reference;
 
 use crate::error::Result;

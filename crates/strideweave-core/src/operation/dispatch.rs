@@ -157,7 +157,7 @@ impl OperationDefinition {
         carrier.check_capability(invocation.plan())?;
         let versions = Versions::of(invocation);
         // A shipped definition-free class runs the framework's own kernels, which build every
-        // result from its specification (`kernels::cpu::fresh_result` and the Generic
+        // result from its specification (`carriers::cpu::kernels::fresh_result` and the Generic
         // reference).
         let own_kernels =
             carrier.class().is_shipped() && matches!(carrier.authority(), Authority::Hook { .. });

@@ -24,6 +24,7 @@
 
 mod aligned_buffer;
 mod inline_slots;
+pub(crate) mod kernels;
 mod lending;
 
 use std::ops::Range;
@@ -256,7 +257,7 @@ impl Cpu {
             lending: Lending::default(),
         };
         let authority = Authority::Hook {
-            builtin: Some(crate::kernels::cpu::execute),
+            builtin: Some(crate::carriers::cpu::kernels::execute),
         };
         let carrier = Carrier::from_erased_body(
             body,
@@ -758,12 +759,12 @@ impl DefinitionFreeCarrier for Cpu {
             )));
         };
         Ok(Operation::new(move |invocation| {
-            crate::kernels::cpu::execute(builtin, invocation).map(|result| vec![result])
+            crate::carriers::cpu::kernels::execute(builtin, invocation).map(|result| vec![result])
         }))
     }
 
     fn builtin_kernel(&self) -> Option<BuiltinKernel> {
-        Some(crate::kernels::cpu::execute)
+        Some(crate::carriers::cpu::kernels::execute)
     }
 
     fn check_scatter_source(

@@ -45,7 +45,7 @@ pub(crate) fn execute(builtin: Builtin, invocation: &ResolvedInvocation) -> Resu
             "the CPU kernel of '{name}' cannot execute a plan of '{planned}'"
         )));
     }
-    super::check_bounded_work(name, invocation)?;
+    crate::kernels::check_bounded_work(name, invocation)?;
     match builtin.spec().kernel {
         KernelKind::Map(function) => elementwise::map(name, function, invocation),
         KernelKind::Test(function) => elementwise::test(name, function, invocation),
