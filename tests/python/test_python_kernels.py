@@ -83,9 +83,9 @@ def test_an_execution_interface_checks_its_version_and_has_a_type_and_version_id
     ring = RingInterface("2", stream=7)
     assert ring.compatibility_identity == (RingInterface, "2") and ring.stream == 7
     assert OtherInterface("2").compatibility_identity != ring.compatibility_identity
-    with pytest.raises(TypeError, match="^KernelExecutionInterface version must be a str, got int$"):
+    with pytest.raises(TypeError, match="^KernelExecutionInterface version must be a string \\(str\\), got int$"):
         sw.KernelExecutionInterface(3)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="^KernelExecutionInterface version must be a non-empty str$"):
+    with pytest.raises(ValueError, match="^KernelExecutionInterface version must not be empty \\(a non-empty str\\)$"):
         sw.KernelExecutionInterface("")
     with pytest.raises(AttributeError, match=r"version is immutable \(read-only\)"):
         ring.version = "3"  # type: ignore[misc]
@@ -124,9 +124,9 @@ def test_unsupported_and_provider_result_are_immutable_checked_records() -> None
     assert rejection.reason == "needs 16-byte alignment" and rejection == sw.Unsupported("needs 16-byte alignment")
     with pytest.raises(AttributeError):
         rejection.reason = "x"  # type: ignore[misc]
-    with pytest.raises(TypeError, match="^Unsupported reason must be a str, got int$"):
+    with pytest.raises(TypeError, match="^Unsupported reason must be a string \\(str\\), got int$"):
         sw.Unsupported(1)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="^Unsupported reason must be a non-empty str$"):
+    with pytest.raises(ValueError, match="^Unsupported reason must not be empty \\(a non-empty str\\)$"):
         sw.Unsupported("")
 
     t = sw.Tensor.compact(sw.CPU(2), (2,))
@@ -619,11 +619,11 @@ def test_pack_construction_checks_its_fields() -> None:
     ring = RingInterface()
     cls, _ = kernel_class("PackFieldsCarrier", [neg_pattern()], ring)
     patterns = [neg_pattern("p")]
-    with pytest.raises(TypeError, match="^KernelPack namespace must be a str, got int$"):
+    with pytest.raises(TypeError, match="^KernelPack namespace must be a string \\(str\\), got int$"):
         sw.KernelPack(1, "1", cls, ring, patterns)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="^KernelPack namespace must be a non-empty str$"):
+    with pytest.raises(ValueError, match="^KernelPack namespace must not be empty \\(a non-empty str\\)$"):
         sw.KernelPack("", "1", cls, ring, patterns)
-    with pytest.raises(ValueError, match="^KernelPack version must be a non-empty str$"):
+    with pytest.raises(ValueError, match="^KernelPack version must not be empty \\(a non-empty str\\)$"):
         sw.KernelPack("ns", "", cls, ring, patterns)
     with pytest.raises(TypeError, match="^KernelPack carrier_class must be a Carrier class, got str$"):
         sw.KernelPack("ns", "1", "cls", ring, patterns)  # type: ignore[arg-type]
@@ -701,7 +701,7 @@ def test_a_pack_attaches_to_its_exact_class_only() -> None:
 def test_kernel_definitions_are_refused_on_a_dependent_class_with_nothing_published() -> None:
     dependent = type("KernelDependent", (sw.DependentCarrier,), {})
     provider = sw.KernelProvider(RingInterface(), [neg_pattern()])
-    with pytest.raises(TypeError, match="KernelDependent is a dependent carrier class: it derives execution from its dependencies and takes no kernel provider"):
+    with pytest.raises(TypeError, match="KernelDependent is a dependent carrier class: it derives execution from its dependencies, so its definition forbids kernels"):
         sw.register_carrier_definition(dependent, sw.CarrierDefinition(ListStorage().provider(), kernels=provider))
     with pytest.raises(TypeError, match="has no carrier definition"):
         dependent(1, dtype=F32)

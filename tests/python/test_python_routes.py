@@ -85,9 +85,9 @@ def test_transfer_route_and_provider_check_their_fields() -> None:
         sw.TransferRoute(cls, sw.DependentCarrier, "r", provider)
     with pytest.raises(TypeError, match="^TransferRoute destination_class must be a concrete Carrier subclass, got str$"):
         sw.TransferRoute(cls, str, "r", provider)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="^TransferRoute route_id must be a str, got int$"):
+    with pytest.raises(TypeError, match="^TransferRoute route_id must be a string \\(str\\), got int$"):
         sw.TransferRoute(cls, sw.CPU, 1, provider)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="^TransferRoute route_id must be a non-empty str$"):
+    with pytest.raises(ValueError, match="^TransferRoute route_id must not be empty \\(a non-empty str\\)$"):
         sw.TransferRoute(cls, sw.CPU, "", provider)
     with pytest.raises(TypeError, match="^TransferRoute provider must be a TransferProvider, got function$"):
         sw.TransferRoute(cls, sw.CPU, "r", lambda request: None)  # type: ignore[arg-type]

@@ -517,7 +517,8 @@ pub fn pack_target(class: &Bound<'_, PyType>, label: &str) -> PyResult<CarrierCl
         shipped.is_some_and(|core| core.kind() == strideweave::carrier::ClassKind::Dependent);
     if shipped.is_some() && !dependent {
         return Err(PyTypeError::new_err(format!(
-            "{label}: {name} is a shipped definition-free carrier class and takes no kernel packs"
+            "{label}: {name} is a shipped definition-free carrier class and takes no kernel packs \
+                 (a pack needs an exact CarrierDefinition)"
         )));
     }
     if dependent || class.is_subclass(&py.get_type::<PyDependentCarrier>())? {
@@ -649,7 +650,8 @@ impl PyCarrierDefinition {
             let class = facet.get_type();
             if seen.iter().any(|s| s.is(&class)) {
                 return Err(PyValueError::new_err(format!(
-                    "CarrierDefinition facets hold two facets of the exact class {}",
+                    "CarrierDefinition facets hold duplicate exact facet types: two facets of the exact \
+                     class {}",
                     class.name()?
                 )));
             }

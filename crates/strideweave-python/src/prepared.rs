@@ -19,12 +19,15 @@ use crate::tensor::PyTensor;
 /// ValueError when empty).
 pub fn non_empty_str(object: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     let text = object.cast::<PyString>().map_err(|_| {
-        PyTypeError::new_err(format!("{what} must be a str, got {}", type_name(object)))
+        PyTypeError::new_err(format!(
+            "{what} must be a string (str), got {}",
+            type_name(object)
+        ))
     })?;
     let text = text.to_cow()?.into_owned();
     if text.is_empty() {
         return Err(PyValueError::new_err(format!(
-            "{what} must be a non-empty str"
+            "{what} must not be empty (a non-empty str)"
         )));
     }
     Ok(text)

@@ -68,7 +68,7 @@ fn operand_inline(operand: &Operand) -> bool {
 fn expect_operand(object: &Bound<'_, PyAny>, what: &str) -> PyResult<Operand> {
     operand(object).ok_or_else(|| {
         PyTypeError::new_err(format!(
-            "{what} must be a Tensor or a real Python number (bool, int or float), got {}",
+            "{what} must be a real Python number (bool, int or float) or a Tensor, got {}",
             type_name(object)
         ))
     })

@@ -56,9 +56,9 @@ fn a_query_seals_an_undeclared_class_as_empty() {
         register_operation_capabilities(class, [relu(DType::FLOAT32, Arithmetic::Binary32)])
             .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Type);
-    assert!(error
-        .to_string()
-        .contains("already declared (or been queried for)"));
+    assert!(error.to_string().contains(
+        "ObservedTest was already observed: it was first observed without a declaration"
+    ));
     assert!(capabilities_for_carrier_class(class).is_empty());
 }
 

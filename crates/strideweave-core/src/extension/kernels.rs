@@ -546,7 +546,8 @@ pub fn register_kernel_pack(pack: KernelPack) -> Result<()> {
     }
     if class.is_shipped() {
         return Err(Error::Type(format!(
-            "{label}: {class} is a shipped definition-free carrier class and takes no kernel packs"
+            "{label}: {class} is a shipped definition-free carrier class and takes no kernel packs \
+             (a pack needs an exact CarrierDefinition)"
         )));
     }
     let definition = carrier_definition(class).ok_or_else(|| {

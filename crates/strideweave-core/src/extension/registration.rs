@@ -38,7 +38,7 @@ pub fn register_carrier_definition(
         ClassKind::Dependent if definition.kernels().is_some() => {
             return Err(Error::Type(format!(
                 "{class} is a dependent carrier class: it derives execution from its \
-                 dependencies and takes no kernel provider"
+                 dependencies, so its definition forbids kernels"
             )));
         }
         ClassKind::Dependent if definition.composite().is_none() => {

@@ -259,7 +259,7 @@ impl TransferRoute {
     ) -> Result<TransferRoute> {
         if route_id.is_empty() {
             return Err(Error::Value(
-                "TransferRoute route_id must be a non-empty string".to_string(),
+                "TransferRoute route_id must not be empty (a non-empty string)".to_string(),
             ));
         }
         Ok(TransferRoute {

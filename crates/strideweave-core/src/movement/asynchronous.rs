@@ -222,7 +222,8 @@ fn check_move(tensor: &Tensor, destination: &Carrier, kind: Kind) -> Result<bool
     }
     if source.lifecycle().is_claimed() {
         return Err(Error::Runtime(format!(
-            "cannot {verb} a tensor whose {} carrier is claimed by a pending move",
+            "cannot {verb} a tensor whose {} carrier is claimed by a pending move and owned by it \
+             until the move completes",
             source.class()
         )));
     }

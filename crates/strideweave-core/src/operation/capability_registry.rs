@@ -27,16 +27,32 @@ use crate::operation::{
 struct Declaration {
     sorted: Arc<[OperationCapability]>,
     index: FxHashMap<OperationPlan, usize>,
+    /// Whether the class was sealed by its first observation (a query or a construction)
+    /// rather than by a declaration: what a refused later declaration is told.
+    observed: bool,
 }
 
 impl Declaration {
     fn new(sorted: Arc<[OperationCapability]>) -> Arc<Declaration> {
+        Declaration::sealed(sorted, false)
+    }
+
+    /// A declaration sealed by the class's first observation rather than declared.
+    fn observed(sorted: Arc<[OperationCapability]>) -> Arc<Declaration> {
+        Declaration::sealed(sorted, true)
+    }
+
+    fn sealed(sorted: Arc<[OperationCapability]>, observed: bool) -> Arc<Declaration> {
         let index = sorted
             .iter()
             .enumerate()
             .map(|(i, c)| (c.plan().clone(), i))
             .collect();
-        Arc::new(Declaration { sorted, index })
+        Arc::new(Declaration {
+            sorted,
+            index,
+            observed,
+        })
     }
 
     fn matching(&self, plan: &OperationPlan) -> Option<&OperationCapability> {
@@ -137,18 +153,32 @@ pub fn register_operation_capabilities(
              before the first carrier of the class is constructed"
         )));
     }
-    if declared.contains_key(&class) {
-        return Err(Error::Type(format!(
-            "{class} has already declared (or been queried for) its capabilities"
-        )));
+    if let Some(existing) = declared.get(&class) {
+        return Err(already_sealed(class, existing));
     }
     class.observe_definition_free("declare operation capabilities")?;
     declared.insert(class, Declaration::new(sorted.into()));
     Ok(())
 }
 
+/// The refusal of a second declaration: the class declared already, or its first
+/// observation (a capability query or a construction) sealed it as declaring nothing.
+fn already_sealed(class: CarrierClass, existing: &Declaration) -> Error {
+    if existing.observed {
+        Error::Type(format!(
+            "{class} was already observed: it was first observed without a declaration (a \
+             capability query or a construction sealed its capabilities as none), so it \
+             cannot declare any now"
+        ))
+    } else {
+        Error::Type(format!(
+            "{class} has already declared its capabilities; a class declares them once"
+        ))
+    }
+}
+
 /// Declares the capabilities of the shipped `class` from its own declaration hook: a Type
-/// error for a class that is not shipped or has already declared (or been queried), a Value
+/// error for a class that is not shipped or already sealed (declared or observed), a Value
 /// error for duplicates. Like a declaration, it seals the class.
 pub(crate) fn declare_shipped_capabilities(
     class: CarrierClass,
@@ -169,10 +199,8 @@ pub(crate) fn declare_shipped_capabilities(
         )));
     }
     let mut declared = DECLARED.write().unwrap_or_else(PoisonError::into_inner);
-    if declared.contains_key(&class) {
-        return Err(Error::Type(format!(
-            "{class} has already declared (or been queried for) its capabilities"
-        )));
+    if let Some(existing) = declared.get(&class) {
+        return Err(already_sealed(class, existing));
     }
     class.observe_definition_free("declare operation capabilities")?;
     declared.insert(class, Declaration::new(sorted.into()));
@@ -217,7 +245,10 @@ fn declaration(class: CarrierClass) -> Arc<Declaration> {
             drop(declared);
             continue;
         }
-        let found = Declaration::new(kernels.unwrap_or_else(|| Arc::from([])));
+        let found = match kernels {
+            Some(kernels) => Declaration::new(kernels),
+            None => Declaration::observed(Arc::from([])),
+        };
         declared.insert(class, Arc::clone(&found));
         return found;
     }
