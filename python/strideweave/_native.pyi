@@ -478,6 +478,12 @@ class Tensor:
 
 Operand = Union[Tensor, Scalar]
 
+# The built-in operations, in the table's order, and each one's signature as written below
+# ((parameter, annotation, default), ...): tests/python/test_builtin_table.py checks the
+# functions and these stubs against them.
+BUILTIN_OPERATIONS: Tuple[str, ...]
+_BUILTIN_SIGNATURES: Dict[str, Tuple[Tuple[str, str, Optional[str]], ...]]
+
 def neg(x: Tensor) -> Tensor: ...
 def abs(x: Tensor) -> Tensor: ...
 def exp(x: Tensor) -> Tensor: ...

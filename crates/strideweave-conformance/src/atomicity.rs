@@ -11,7 +11,7 @@ use std::rc::Rc;
 use strideweave::carriers::Cpu;
 use strideweave::movement::move_to;
 use strideweave::operation::{call, Accumulation, Arithmetic};
-use strideweave::{Carrier, DType, ErrorKind, Layout, Result, Shape, Stride, Tensor, Value};
+use strideweave::{Carrier, DType, Error, ErrorKind, Layout, Result, Shape, Stride, Tensor, Value};
 
 use crate::cases::{dense, generic_tensor, Arg, Placement, Template};
 use crate::faults::{FaultHook, PASS_BOUND};
@@ -68,8 +68,9 @@ fn checked(plan: &strideweave::operation::OperationPlan) -> bool {
 }
 
 /// Slot values of `template` under `geometry` whose last results leave the Int32 range:
-/// every element at the last mode-0 coordinate is the Int32 maximum (the minimum for `neg`,
-/// `abs` and the first operand of `sub`), the others small.
+/// every element at the last mode-0 coordinate is the Int32 maximum, the others small; where
+/// the Generic reference does not overflow on that (`sub`, `neg`, `abs` leave the range only
+/// from below), the first operand's are the Int32 minimum instead.
 fn overflowing(
     cx: &mut Context<'_>,
     template: &Template,
@@ -78,25 +79,45 @@ fn overflowing(
     let mut all = Vec::new();
     for (i, placement) in geometry.iter().enumerate() {
         let slots = template.slot_values(i, placement, &mut cx.rng);
-        let mut slots = cx.ok(slots, || "laying out operands".into())?;
-        if template.args[i] == Arg::Tensor(DType::INT32) {
-            let layout = cx.ok(placement.layout(), || "a layout".into())?;
-            let big = if i == 0 && matches!(template.builtin.name(), "sub" | "neg" | "abs") {
-                i32::MIN
-            } else {
-                i32::MAX
-            };
-            let rows = placement.extents[0];
-            for element in (0..placement.size()).filter(|e| e % rows == rows - 1) {
-                let slot = cx.ok(layout.index_of(element).map_err(Into::into), || {
-                    "an element's slot".into()
-                })?;
-                slots[placement.offset + slot] = Value::Int(big.into());
-            }
-        }
-        all.push(slots);
+        all.push(cx.ok(slots, || "laying out operands".into())?);
     }
+    let mut marked = all.clone();
+    extremes(cx, template, geometry, &mut marked, |_| i32::MAX)?;
+    let overflows = matches!(
+        template.reference(geometry, &marked),
+        Err(Error::Overflow(_))
+    );
+    if overflows {
+        return Ok(marked);
+    }
+    let first_low = |i: usize| if i == 0 { i32::MIN } else { i32::MAX };
+    extremes(cx, template, geometry, &mut all, first_low)?;
     Ok(all)
+}
+
+/// Sets every element at the last mode-0 coordinate of each Int32 tensor operand `i` in
+/// `slots` to `big(i)`.
+fn extremes(
+    cx: &mut Context<'_>,
+    template: &Template,
+    geometry: &[Placement],
+    slots: &mut [Vec<Value>],
+    big: impl Fn(usize) -> i32,
+) -> Result2<()> {
+    for (i, placement) in geometry.iter().enumerate() {
+        if template.args[i] != Arg::Tensor(DType::INT32) {
+            continue;
+        }
+        let layout = cx.ok(placement.layout(), || "a layout".into())?;
+        let rows = placement.extents[0];
+        for element in (0..placement.size()).filter(|e| e % rows == rows - 1) {
+            let slot = cx.ok(layout.index_of(element).map_err(Into::into), || {
+                "an element's slot".into()
+            })?;
+            slots[i][placement.offset + slot] = Value::Int(big(i).into());
+        }
+    }
+    Ok(())
 }
 
 /// Every advertised checked Int32 plan, called on values whose last results overflow where

@@ -111,6 +111,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capabilities::require_capability, m)?)?;
 
     m.add_class::<tensor::PyTensor>()?;
+    let (builtins, signatures) = tensor::builtin_signatures(py)?;
+    m.add("BUILTIN_OPERATIONS", builtins)?;
+    m.add("_BUILTIN_SIGNATURES", signatures)?;
     for function in [
         wrap_pyfunction!(tensor::neg, m)?,
         wrap_pyfunction!(tensor::abs, m)?,

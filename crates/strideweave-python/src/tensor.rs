@@ -3,7 +3,7 @@
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyInt, PyList, PySlice, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PySlice, PyTuple};
 use strideweave::operation::Operand;
 use strideweave::{ops, IntTuple, SliceKey, Tensor, Value};
 
@@ -219,6 +219,37 @@ macro_rules! tensor_operand_functions {
             crate::finalization::detach(py, || ops::$name(&lhs, rhs)).py().map(wrap)
         }
     )*};
+}
+
+/// The built-in operations' names, in the table's order, and each one's Python signature
+/// as the stubs write it, derived from its schema: `((parameter, annotation, default), …)`
+/// with `Tensor` for a tensor operand, `Operand` for a tensor-or-scalar one, `Scalar` for
+/// a weak scalar, and every option (a dtype request) `Optional[DType]` defaulting to `None`.
+/// `tests/python/test_builtin_table.py` checks the functions and the stubs against it.
+pub fn builtin_signatures(py: Python<'_>) -> PyResult<(Py<PyTuple>, Py<PyDict>)> {
+    use strideweave::operation::{operation_definition, OperandKind, BUILTIN_OPERATIONS};
+    let signatures = PyDict::new(py);
+    for name in BUILTIN_OPERATIONS {
+        let definition = operation_definition(name).py()?;
+        let schema = definition.schema();
+        let mut parameters: Vec<(String, &str, Option<&str>)> = Vec::new();
+        for operand in schema.operands() {
+            let annotation = match operand.kind() {
+                OperandKind::Tensor => "Tensor",
+                OperandKind::Structural => "Operand",
+                OperandKind::WeakScalar => "Scalar",
+            };
+            parameters.push((operand.name().to_owned(), annotation, None));
+        }
+        for option in schema.options() {
+            parameters.push((option.name().to_owned(), "Optional[DType]", Some("None")));
+        }
+        signatures.set_item(name, PyTuple::new(py, parameters)?)?;
+    }
+    Ok((
+        PyTuple::new(py, BUILTIN_OPERATIONS)?.unbind(),
+        signatures.unbind(),
+    ))
 }
 
 unary_functions! {
