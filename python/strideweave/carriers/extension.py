@@ -89,3 +89,20 @@ __all__ += [
     "operation_definition",
     "register_kernel_pack",
 ]
+
+from .operation_policy import _as_dataclass_record
+
+# The original's ``StorageProvider`` is a frozen dataclass: ``dataclasses.replace`` builds a
+# provider with one hook changed, through the constructor, which checks every field again.
+_as_dataclass_record(
+    StorageProvider,
+    (
+        "supports_dtype",
+        "physical_size",
+        "allocate",
+        "release",
+        "read",
+        "write",
+        "elementwise_fallback",
+    ),
+)
