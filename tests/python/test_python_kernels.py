@@ -141,7 +141,7 @@ def test_unsupported_and_provider_result_are_immutable_checked_records() -> None
     assert result.outputs[0].carrier is t.carrier
     with pytest.raises(AttributeError):
         result.outputs = ()  # type: ignore[misc]
-    with pytest.raises(ValueError, match="^ProviderResult outputs must not be empty: give one or more Tensor values$"):
+    with pytest.raises(ValueError, match="^ProviderResult outputs must not be empty: give a non-empty sequence of Tensor values$"):
         ext.ProviderResult([])
     with pytest.raises(TypeError, match="^ProviderResult outputs must hold Tensor values, got int$"):
         ext.ProviderResult([t, 3])  # type: ignore[list-item]
@@ -654,7 +654,7 @@ def test_register_kernel_pack_refuses_every_ineligible_target() -> None:
         (sw.Evictable, "Evictable is a dependent carrier class; it derives execution from its dependencies"),
         (sw.BlockDeviceCarrier, "BlockDeviceCarrier is a shipped definition-free carrier class"),
         (dependent, "DependentTarget is a dependent carrier class"),
-        (undefined, "UndefinedTarget has no exact CarrierDefinition with a kernel provider"),
+        (undefined, "UndefinedTarget has no carrier definition; a pack needs an exact CarrierDefinition with a kernel provider"),
         (storage_only, "StorageOnlyTarget is a storage-only carrier class"),
     ]
     for target, message in cases:

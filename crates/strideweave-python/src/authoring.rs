@@ -531,7 +531,8 @@ pub fn pack_target(class: &Bound<'_, PyType>, label: &str) -> PyResult<CarrierCl
         .filter(|core| core.is_definition_backed())
         .ok_or_else(|| {
             PyTypeError::new_err(format!(
-                "{label}: {name} has no exact CarrierDefinition with a kernel provider"
+                "{label}: {name} has no carrier definition; a pack needs an exact \
+                 CarrierDefinition with a kernel provider"
             ))
         })
 }

@@ -552,7 +552,8 @@ pub fn register_kernel_pack(pack: KernelPack) -> Result<()> {
     }
     let definition = carrier_definition(class).ok_or_else(|| {
         Error::Type(format!(
-            "{label}: {class} has no exact CarrierDefinition with a kernel provider"
+            "{label}: {class} has no carrier definition; a pack needs an exact CarrierDefinition \
+             with a kernel provider"
         ))
     })?;
     let provider = definition.kernels().ok_or_else(|| {

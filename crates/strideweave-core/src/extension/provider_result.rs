@@ -28,7 +28,8 @@ impl ProviderResult {
         let outputs: ProviderOutputs = outputs.into_iter().collect();
         if outputs.is_empty() {
             return Err(Error::Value(
-                "ProviderResult outputs must not be empty: give one or more Tensor values"
+                "ProviderResult outputs must not be empty: give a non-empty sequence of Tensor \
+                 values"
                     .to_string(),
             ));
         }

@@ -38,7 +38,8 @@ pub fn register_carrier_definition(
         ClassKind::Dependent if definition.kernels().is_some() => {
             return Err(Error::Type(format!(
                 "{class} is a dependent carrier class: it derives execution from its \
-                 dependencies, so its definition forbids kernels"
+                 dependencies, so its definition forbids kernels and must not supply a kernel \
+                 provider"
             )));
         }
         ClassKind::Dependent if definition.composite().is_none() => {
