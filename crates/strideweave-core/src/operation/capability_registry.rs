@@ -136,6 +136,17 @@ pub fn register_operation_capabilities(
              CarrierDefinition and cannot be declared manually"
         )));
     }
+    seal_declaration(class, capabilities, true)
+}
+
+/// Seals `class` with `capabilities`, sorted: a Value error for duplicates (the class stays
+/// open), a Type error when the class is already sealed (declared, or observed as declaring
+/// nothing) or, with `before_construction`, when a carrier of it was constructed.
+fn seal_declaration(
+    class: CarrierClass,
+    capabilities: impl IntoIterator<Item = OperationCapability>,
+    before_construction: bool,
+) -> Result<()> {
     let mut sorted: Vec<OperationCapability> = capabilities.into_iter().collect();
     sorted.sort_by(OperationCapability::cmp_order);
     if let Some(pair) = sorted.windows(2).find(|w| w[0] == w[1]) {
@@ -147,7 +158,7 @@ pub fn register_operation_capabilities(
     let mut declared = DECLARED.write().unwrap_or_else(PoisonError::into_inner);
     // Checked under the registry lock: a construction racing this declaration either
     // happened before (refused here) or its class-level queries wait for the declaration.
-    if class.was_constructed() {
+    if before_construction && class.was_constructed() {
         return Err(Error::Type(format!(
             "{class} was already observed (constructed); its capabilities must be declared \
              before the first carrier of the class is constructed"
@@ -190,21 +201,9 @@ pub(crate) fn declare_shipped_capabilities(
              register_operation_capabilities"
         )));
     }
-    let mut sorted: Vec<OperationCapability> = capabilities.into_iter().collect();
-    sorted.sort_by(OperationCapability::cmp_order);
-    if let Some(pair) = sorted.windows(2).find(|w| w[0] == w[1]) {
-        return Err(Error::Value(format!(
-            "duplicate capability for {class}: {}",
-            pair[0]
-        )));
-    }
-    let mut declared = DECLARED.write().unwrap_or_else(PoisonError::into_inner);
-    if let Some(existing) = declared.get(&class) {
-        return Err(already_sealed(class, existing));
-    }
-    class.observe_definition_free("declare operation capabilities")?;
-    declared.insert(class, Declaration::new(sorted.into()));
-    Ok(())
+    // A shipped class declares from its own hook, which may run after its first carrier
+    // was constructed (construction does not ask the registry).
+    seal_declaration(class, capabilities, false)
 }
 
 /// Seals the storage-only definition-backed `class`: it declares no capability. Called by
